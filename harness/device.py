@@ -1,0 +1,80 @@
+"""The device operations timing needs, behind a small protocol so tests can fake a GPU.
+
+``TorchDevice`` uses torch.cuda, which is CUDA on NVIDIA and HIP on ROCm builds of
+torch: the same events, graphs and streams on both vendors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Event(Protocol):
+    def record(self) -> None: ...
+
+    def elapsed_time(self, end: Event) -> float: ...  # milliseconds, like torch.cuda.Event
+
+
+class Device(Protocol):
+    name: str
+    supports_graphs: bool
+
+    def event(self) -> Event: ...
+
+    def synchronize(self) -> None: ...
+
+    def flush_l2(self) -> None: ...
+
+    def hold(self, seconds: float) -> None: ...
+
+    def capture(self, calls: list[Callable[[], Any]]) -> Callable[[], None]: ...
+
+
+class TorchDevice:
+    """A CUDA or ROCm GPU seen through torch.cuda."""
+
+    def __init__(self, flush_bytes: int, index: int = 0) -> None:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA/ROCm GPU visible to torch: GPU timings cannot run here")
+        self._torch = torch
+        self.index = index
+        props = torch.cuda.get_device_properties(index)
+        self.name = props.name
+        self.supports_graphs = True
+        # Writing a buffer twice the last-level cache evicts whatever the kernel left there.
+        self._flush = torch.empty(max(flush_bytes, 1) // 4, dtype=torch.int32, device=f"cuda:{index}")
+        self._clock_hz = props.clock_rate * 1e3 if hasattr(props, "clock_rate") else 1.5e9
+
+    def event(self) -> Event:
+        return self._torch.cuda.Event(enable_timing=True)
+
+    def synchronize(self) -> None:
+        self._torch.cuda.synchronize(self.index)
+
+    def flush_l2(self) -> None:
+        self._flush.zero_()
+
+    def hold(self, seconds: float) -> None:
+        """Enqueue a spin kernel so the host can queue the timed work behind it.
+
+        Without it, the first launches of a batch start while the host is still
+        enqueueing, and launch latency leaks into the device-side interval.
+        """
+        self._torch.cuda._sleep(int(seconds * self._clock_hz))
+
+    def capture(self, calls: list[Callable[[], Any]]) -> Callable[[], None]:
+        torch = self._torch
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm the calls on the capture stream first
+            for call in calls[:2]:
+                call()
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for call in calls:
+                call()
+        return graph.replay

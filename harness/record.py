@@ -1,0 +1,79 @@
+"""Per-sample records (telemetry, timing mode, chosen config) stored next to asv's results.
+
+asv keeps only samples and statistics. Everything else a measurement knows is written
+here, keyed like asv's results (machine / commit / environment / benchmark / params),
+one small JSON file per benchmark and parameter set, written atomically so that an
+interrupted run leaves either the old file or the new one, never half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+RECORD_SCHEMA = "kperf-record-1"
+
+
+def record_root() -> Path:
+    """``KPERF_RECORD_DIR``, else ``<asv conf dir>/.asv/records``."""
+    explicit = os.environ.get("KPERF_RECORD_DIR")
+    if explicit:
+        return Path(explicit)
+    return Path(os.environ.get("ASV_CONF_DIR", ".")) / ".asv" / "records"
+
+
+def params_key(params: dict[str, Any]) -> str:
+    text = json.dumps(params, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def record_path(benchmark: str, params: dict[str, Any], root: Path | None = None) -> Path:
+    machine = os.environ.get("KPERF_MACHINE", "unknown-machine")
+    commit = os.environ.get("ASV_COMMIT", "nocommit")[:8]
+    env = os.environ.get("ASV_ENV_NAME", "noenv")
+    base = (root or record_root()) / machine / f"{commit}-{env}" / benchmark
+    return base / f"{params_key(params)}.json"
+
+
+def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(payload, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_record(benchmark: str, params: dict[str, Any], payload: dict[str, Any],
+                 root: Path | None = None) -> Path:
+    path = record_path(benchmark, params, root)
+    atomic_write_json(path, {
+        "schema": RECORD_SCHEMA,
+        "benchmark": benchmark,
+        "params": params,
+        "machine": os.environ.get("KPERF_MACHINE", "unknown-machine"),
+        "commit": os.environ.get("ASV_COMMIT"),
+        "env_name": os.environ.get("ASV_ENV_NAME"),
+        **payload,
+    })
+    return path
+
+
+def read_records(root: Path | None = None) -> list[dict[str, Any]]:
+    """Every record under the root; a corrupt file is reported by path, not skipped silently."""
+    out = []
+    for path in sorted((root or record_root()).rglob("*.json")):
+        try:
+            out.append(json.loads(path.read_text()))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{path}: not valid JSON ({err})") from err
+    return out

@@ -1,0 +1,127 @@
+"""Static figures of generated device code: registers, scratch, LDS/shared bytes, occupancy.
+
+Inputs are the artifacts a kernel's ``aot`` produced for a target that need not be
+present: AMDGCN assembly text (Triton for gfx942), a cubin (Triton or TileLang for
+sm_90a), or device source (TileLang's HIP path, which ends at source without hipcc).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+# Resident waves per SIMD on CDNA3 and warps per SM sub-partition on Hopper: both are
+# "waves per scheduler", so occupancy reads the same way on both vendors.
+NV_WARPS_PER_SM = 64
+NV_SCHEDULERS_PER_SM = 4
+NV_REGS_PER_SM = 65536
+NV_SHARED_PER_SM = 228 * 1024
+NV_MAX_BLOCKS_PER_SM = 32
+
+FIGURES = ("registers", "scratch_bytes", "shared_bytes", "occupancy")
+
+
+class FigureUnavailable(NotImplementedError):
+    """The artifacts for this target cannot give this figure (asv records a skip)."""
+
+
+def _amdgcn_int(text: str, key: str) -> int | None:
+    match = re.search(rf"^\s*;\s*{re.escape(key)}:\s*(\d+)", text, re.MULTILINE)
+    return int(match.group(1)) if match else None
+
+
+def _amdgcn_meta(text: str, key: str) -> int | None:
+    match = re.search(rf"^\s*\.{re.escape(key)}:\s*(\d+)", text, re.MULTILINE)
+    return int(match.group(1)) if match else None
+
+
+def parse_amdgcn(text: str) -> dict[str, int]:
+    """Read the register/occupancy comments LLVM's AMDGPU backend writes into the assembly."""
+    figures = {
+        "registers": _amdgcn_int(text, "TotalNumVgprs") or _amdgcn_int(text, "NumVgprs"),
+        "sgprs": _amdgcn_int(text, "NumSgprs"),
+        "scratch_bytes": _amdgcn_int(text, "ScratchSize"),
+        "occupancy": _amdgcn_int(text, "Occupancy"),
+        "vgpr_spills": _amdgcn_meta(text, "vgpr_spill_count"),
+        "sgpr_spills": _amdgcn_meta(text, "sgpr_spill_count"),
+        "lds_static_bytes": _amdgcn_meta(text, "group_segment_fixed_size"),
+    }
+    missing = [k for k in ("registers", "occupancy") if figures[k] is None]
+    if missing:
+        raise ValueError(f"AMDGCN text has no {missing} comment: not LLVM AMDGPU assembly?")
+    return {k: v for k, v in figures.items() if v is not None}
+
+
+def cuobjdump_path() -> str:
+    """cuobjdump from PATH, else the copy Triton bundles."""
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    if spec and spec.origin:
+        bundled = Path(spec.origin).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if bundled.exists():
+            return str(bundled)
+    raise FileNotFoundError("cuobjdump not on PATH and not bundled with triton")
+
+
+def parse_resource_usage(text: str) -> dict[str, int]:
+    """Parse ``cuobjdump --dump-resource-usage``; the largest kernel wins if there are several."""
+    rows = re.findall(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)", text)
+    if not rows:
+        raise ValueError("no 'REG:.. STACK:.. SHARED:.. LOCAL:..' line in cuobjdump output")
+    reg, stack, shared, local = max((tuple(map(int, r)) for r in rows), key=lambda r: r[0])
+    return {"registers": reg, "scratch_bytes": stack + local, "static_shared_bytes": shared}
+
+
+def parse_cubin(cubin: bytes) -> dict[str, int]:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([cuobjdump_path(), "--dump-resource-usage", f.name],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+    return parse_resource_usage(out)
+
+
+def nvidia_occupancy(registers: int, threads: int, shared_bytes: int) -> float:
+    """Resident warps per SM sub-partition (max 16 on Hopper), from the occupancy limits."""
+    warps = math.ceil(threads / 32)
+    regs_per_warp = math.ceil(registers * 32 / 256) * 256  # allocated in 256-register units
+    by_regs = NV_REGS_PER_SM // (regs_per_warp * warps) if registers else NV_MAX_BLOCKS_PER_SM
+    by_shared = NV_SHARED_PER_SM // (shared_bytes + 1024) if shared_bytes else NV_MAX_BLOCKS_PER_SM
+    by_warps = NV_WARPS_PER_SM // warps
+    blocks = min(by_regs, by_shared, by_warps, NV_MAX_BLOCKS_PER_SM)
+    return blocks * warps / NV_SCHEDULERS_PER_SM
+
+
+def figures(artifacts: dict[str, Any], vendor: str) -> dict[str, float]:
+    """All static figures the artifacts allow; figures they cannot give are absent."""
+    out: dict[str, float] = {}
+    shared = artifacts.get("shared_bytes")
+    if "amdgcn" in artifacts:
+        out.update(parse_amdgcn(artifacts["amdgcn"]))
+    if "cubin" in artifacts:
+        out.update(parse_cubin(artifacts["cubin"]))
+        shared_total = (shared or 0) + out.get("static_shared_bytes", 0)
+        if "threads" in artifacts:
+            out["occupancy"] = nvidia_occupancy(out["registers"], artifacts["threads"], shared_total)
+    if shared is not None:
+        out["shared_bytes"] = shared + out.get("static_shared_bytes", 0)
+    if "source" in artifacts:
+        out["source_bytes"] = len(artifacts["source"])
+    return out
+
+
+def figure(artifacts: dict[str, Any], vendor: str, name: str, what: str) -> float:
+    values = figures(artifacts, vendor)
+    if name not in values:
+        have = sorted(k for k in artifacts if k != "config")
+        raise FigureUnavailable(f"{what}: {name} cannot be read from {have}")
+    return values[name]

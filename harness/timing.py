@@ -1,0 +1,197 @@
+"""Device-event timing of one kernel case, in the manner of nvbench's measurement loop.
+
+One *trial* is one asv sample: ``reps`` timed executions whose per-call median is the
+sample's value. Trials are long enough (``min_trial_s``) for a telemetry window to hold
+fresh clock readings. Before the trials, warm-up runs until trial values and clocks
+have settled. Two ways to time an execution:
+
+- ``events``: L2 flush, start event, one call, end event. For calls of >= ~20 us,
+  where launch latency is hidden behind the queued flush.
+- ``graph``: a CUDA/HIP graph of ``calls_per_rep`` calls over rotating inputs, timed by
+  events around each replay. For short kernels, where a launch costs more than the work.
+
+Host timers are used only to bound the loop and to place telemetry windows, never as
+the measured quantity.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.device import Device
+from harness.telemetry import NullSource, Sampler, Source, WindowStats
+
+
+@dataclass(frozen=True)
+class Plan:
+    trials: int = 10  # samples per process; asv rounds=2 makes 20, enough for Mann-Whitney
+    min_trial_s: float = 0.1  # NVML refreshes every ~100 ms: shorter windows hold stale clocks
+    min_reps: int = 10
+    max_reps: int = 2000
+    graph_below_s: float = 20e-6  # calls shorter than this are timed by graph replay
+    graph_rep_s: float = 1e-3  # target device time of one graph replay
+    max_graph_calls: int = 500  # large graphs are fragile on ROCm (tritonbench#1034)
+    flush_l2: bool = True
+    warmup_min_s: float = 0.3
+    warmup_max_s: float = 15.0
+    settle_trials: int = 3  # consecutive warm-up trials that must agree
+    settle_tol: float = 0.01  # relative spread of those trials (time and clock)
+    estimate_calls: int = 5
+
+    def with_overrides(self, **kw: Any) -> Plan:
+        return Plan(**{**asdict(self), **kw})
+
+
+@dataclass
+class Measurement:
+    samples: list[float]  # seconds per call, one per trial
+    number: int  # calls behind each sample
+    mode: str  # "events" | "graph"
+    reps: int
+    calls_per_rep: int
+    estimate_s: float
+    warmup_trials: int
+    warmup_s: float
+    settled: bool
+    telemetry_backend: str
+    telemetry_reason: str
+    windows: list[WindowStats] = field(default_factory=list)
+    trial_spans_s: list[float] = field(default_factory=list)
+
+    def asv_result(self) -> dict[str, Any]:
+        """The shape asv parses as a timing: median, CI and Mann-Whitney over samples."""
+        return {"samples": list(self.samples), "number": self.number}
+
+    def as_record(self) -> dict[str, Any]:
+        rec = asdict(self)
+        rec["windows"] = [w.as_dict() for w in self.windows]
+        return rec
+
+
+class _Runner:
+    """Times reps of one configuration; holds the events and the rotating calls."""
+
+    def __init__(self, device: Device, calls: Sequence[Callable[[], Any]], plan: Plan) -> None:
+        self.device, self.calls, self.plan = device, list(calls), plan
+        self.mode = "events"
+        self.calls_per_rep = 1
+        self._replay: Callable[[], None] | None = None
+        self._next = 0
+
+    def _call(self) -> None:
+        self.calls[self._next % len(self.calls)]()
+        self._next += 1
+
+    def use_graph(self, calls_per_rep: int) -> None:
+        rotated = [self.calls[i % len(self.calls)] for i in range(calls_per_rep)]
+        self._replay = self.device.capture(rotated)
+        self.mode, self.calls_per_rep = "graph", calls_per_rep
+
+    def time_reps(self, reps: int) -> list[float]:
+        """Seconds per call of each rep, all reps enqueued before one synchronize."""
+        dev = self.device
+        flush = self.plan.flush_l2 and self.mode == "events"
+        pairs = [(dev.event(), dev.event()) for _ in range(reps)]
+        if not flush:
+            dev.hold(1e-3)
+        for start, end in pairs:
+            if flush:
+                dev.flush_l2()
+            start.record()
+            if self._replay is not None:
+                self._replay()
+            else:
+                self._call()
+            end.record()
+        dev.synchronize()
+        per = self.calls_per_rep
+        return [s.elapsed_time(e) * 1e-3 / per for s, e in pairs]
+
+
+def _spread(values: Sequence[float]) -> float:
+    lo, hi = min(values), max(values)
+    return (hi - lo) / hi if hi > 0 else 0.0
+
+
+def measure(
+    calls: Sequence[Callable[[], Any]],
+    device: Device,
+    plan: Plan | None = None,
+    source: Source | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Measurement:
+    """Time a kernel. ``calls`` are zero-argument launches over distinct input buffers."""
+    plan = plan or Plan()
+    source = source or NullSource("no telemetry source given")
+    runner = _Runner(device, calls, plan)
+    estimate = statistics.median(runner.time_reps(plan.estimate_calls))
+    if estimate < plan.graph_below_s and device.supports_graphs:
+        calls_per_rep = int(min(plan.max_graph_calls, max(10, plan.graph_rep_s / max(estimate, 1e-9))))
+        runner.use_graph(calls_per_rep)
+        estimate = statistics.median(runner.time_reps(3))
+    rep_s = estimate * runner.calls_per_rep
+    reps = int(min(plan.max_reps, max(plan.min_reps, plan.min_trial_s / max(rep_s, 1e-9))))
+
+    with Sampler(source) as sampler:
+        warmup_trials, warmup_s, settled = _warm_up(runner, reps, plan, sampler, clock)
+        samples, windows, spans = [], [], []
+        for _ in range(plan.trials):
+            t0 = clock()
+            times = runner.time_reps(reps)
+            t1 = clock()
+            samples.append(statistics.median(times))
+            windows.append(sampler.window(t0, t1))
+            spans.append(t1 - t0)
+        # readings trail the work by the source's lag: wait so the last window is filled
+        if source.lag_s:
+            time.sleep(min(source.lag_s * 2, 0.2))
+            windows[-1] = sampler.window(t0, t1)
+
+    return Measurement(
+        samples=samples,
+        number=reps * runner.calls_per_rep,
+        mode=runner.mode,
+        reps=reps,
+        calls_per_rep=runner.calls_per_rep,
+        estimate_s=estimate,
+        warmup_trials=warmup_trials,
+        warmup_s=warmup_s,
+        settled=settled,
+        telemetry_backend=source.backend,
+        telemetry_reason=source.reason,
+        windows=windows,
+        trial_spans_s=spans,
+    )
+
+
+def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
+             clock: Callable[[], float]) -> tuple[int, float, bool]:
+    """Run trials until ``settle_trials`` in a row agree in time and in SM clock.
+
+    A power-capped GEMM starts 12-15% fast after idle and slows as the clock falls to
+    its steady state (H200, shared/DESIGN.md): samples taken before that are not
+    comparable with samples taken after it.
+    """
+    start = clock()
+    values: list[float] = []
+    clocks: list[float | None] = []
+    n = 0
+    while True:
+        t0 = clock()
+        values.append(statistics.median(runner.time_reps(reps)))
+        t1 = clock()
+        clocks.append(sampler.window(t0, t1).sm_clock_mhz_median)
+        n += 1
+        elapsed = t1 - start
+        if len(values) >= plan.settle_trials and elapsed >= plan.warmup_min_s:
+            recent = values[-plan.settle_trials:]
+            recent_clocks = [c for c in clocks[-plan.settle_trials:] if c is not None]
+            clock_ok = len(recent_clocks) < 2 or _spread(recent_clocks) <= plan.settle_tol
+            if _spread(recent) <= plan.settle_tol and clock_ok:
+                return n, elapsed, True
+        if elapsed >= plan.warmup_max_s:
+            return n, elapsed, False

@@ -1,0 +1,171 @@
+"""Every TileLang / Triton API difference between versions, absorbed in one place.
+
+Kernels import their compiler through this module, never directly from a moved
+location. When a release moves or renames something, this file changes and the kernels
+do not. Known moves:
+
+- TileLang 0.1.12: ``determine_target`` moved from ``tilelang.utils.target`` to
+  ``tilelang.backend.target``.
+- TileLang 0.1.15: ``T.gemm(k_pack=...)`` (AMD MFMA packing) exists only in the ROCm
+  dialect ``tilelang.rocm.language``; ``tilelang.language`` is the CUDA dialect.
+- Triton 3.9 warns that the default of ``TRITON_DEFAULT_FP_FUSION`` changes in 3.10:
+  we pin fp fusion on explicitly so cross-version numbers do not shift for that reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+from kernels.targets import Target
+
+os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("+")[0].split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+# ---------------------------------------------------------------- TileLang
+
+
+def tilelang() -> ModuleType:
+    return importlib.import_module("tilelang")
+
+
+def tilelang_version() -> tuple[int, ...]:
+    return version_tuple(tilelang().__version__)
+
+
+def tilelang_language(target: Target) -> ModuleType:
+    """The ``T`` module for a target: the ROCm dialect on AMD where it exists."""
+    if target.vendor == "amd":
+        with contextlib.suppress(ModuleNotFoundError):
+            return importlib.import_module("tilelang.rocm.language")
+    return importlib.import_module("tilelang.language")
+
+
+def tilelang_gemm_kwargs(target: Target, k_pack: int) -> dict[str, Any]:
+    """Extra ``T.gemm`` arguments: ``k_pack`` is AMD-only, and ROCm-dialect-only on 0.1.15+."""
+    if target.vendor != "amd" or k_pack == 1:
+        return {}
+    return {"k_pack": k_pack}
+
+
+def _determine_target():
+    for module in ("tilelang.backend.target", "tilelang.utils.target"):
+        with contextlib.suppress(ModuleNotFoundError, AttributeError):
+            return importlib.import_module(module).determine_target
+    raise ImportError("this TileLang has no determine_target (looked in backend.target, utils.target)")
+
+
+@contextlib.contextmanager
+def tilelang_target_scope(target: Target) -> Iterator[dict[str, str]]:
+    """Lowering reads ``Target.current()`` (T.clear/T.fill), so lower inside this scope."""
+    spec = target.tilelang_target
+    with _determine_target()(spec, return_object=True):
+        yield spec
+
+
+def _device_attrs(device_mod) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for _, func in device_mod.functions.items():
+        if not func.attrs:
+            continue
+        if "dyn_shared_memory_buf" in func.attrs:
+            attrs["shared_bytes"] = int(func.attrs["dyn_shared_memory_buf"])
+        if "thread_extent" in func.attrs:
+            extent = json.loads(str(func.attrs["thread_extent"]))
+            attrs["threads"] = int(extent.get("threadIdx.x", 1) * extent.get("threadIdx.y", 1)
+                                   * extent.get("threadIdx.z", 1))
+    return attrs
+
+
+def tilelang_lower_source(prim_func, target: Target) -> tuple[str, dict[str, Any]]:
+    """Lower to device source without a GPU or a device compiler: (source, kernel attrs)."""
+    tl = tilelang()
+    with tilelang_target_scope(target) as spec:
+        artifact = tl.lower(prim_func, target=spec)
+    return artifact.kernel_source, _device_attrs(artifact.device_mod)
+
+
+def tilelang_compile(prim_func, target: Target | None = None, out_idx=(-1,), **kwargs):
+    """Compile to a runnable kernel (target None: the visible GPU)."""
+    tl = tilelang()
+    spec = "auto" if target is None else target.tilelang_target
+    return tl.compile(prim_func, out_idx=list(out_idx), target=spec, **kwargs)
+
+
+# ---------------------------------------------------------------- Triton
+
+
+def triton_gpu_target(target: Target):
+    from triton.backends.compiler import GPUTarget
+
+    return GPUTarget(*target.triton_target)
+
+
+def triton_aot(fn, signature: dict[str, str], constexprs: dict[str, Any], target: Target,
+               options: dict[str, Any]):
+    """Compile a ``@triton.jit`` function ahead of time for a target that need not be present."""
+    import triton
+    from triton.compiler import ASTSource
+
+    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+    return triton.compile(src, target=triton_gpu_target(target), options=options)
+
+
+def triton_dtype(dtype: str) -> str:
+    return {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "fp8e4m3": "fp8e4nv"}[dtype]
+
+
+def triton_artifacts(compiled) -> dict[str, Any]:
+    """The parts of a Triton ``CompiledKernel`` the harness reads static figures from."""
+    out: dict[str, Any] = {"shared_bytes": int(getattr(compiled.metadata, "shared", 0) or 0)}
+    for key in ("amdgcn", "cubin", "ptx"):
+        if key in compiled.asm:
+            out[key] = compiled.asm[key]
+    return out
+
+
+def tilelang_artifacts(prim_func, target: Target) -> dict[str, Any]:
+    """AMD: device source and shared bytes (the HIP path ends at source without hipcc).
+    NVIDIA: one full cold compile with nvcc, giving the cubin as well.
+
+    The cubin is taken from a fresh TileLang cache directory, so the compile is cold and
+    the binary found there is this kernel's.
+    """
+    import tempfile
+    from pathlib import Path
+
+    if target.vendor == "amd":
+        source, attrs = tilelang_lower_source(prim_func, target)
+        return {"source": source, **attrs}
+    previous = os.environ.get("TILELANG_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="tl-aot-") as cache:
+        os.environ["TILELANG_CACHE_DIR"] = cache
+        try:
+            with tilelang_target_scope(target):
+                kernel = tilelang_compile(prim_func, target)
+            out: dict[str, Any] = {"source": kernel.get_kernel_source(),
+                                   **_device_attrs(kernel.artifact.device_mod)}
+            cubins = sorted(Path(cache).rglob("*.cubin"))
+            if cubins:
+                out["cubin"] = cubins[0].read_bytes()
+        finally:
+            if previous is None:
+                os.environ.pop("TILELANG_CACHE_DIR", None)
+            else:
+                os.environ["TILELANG_CACHE_DIR"] = previous
+    return out

@@ -1,0 +1,92 @@
+"""The contract every op folder fulfils (modelled on tritonbench's operator registry).
+
+An op folder ``kernels/<op>/`` exposes ``OP: OpDef`` from its ``__init__``: the cases
+(named after the model layer they come from), how to build inputs, the PyTorch
+reference, the FLOP and byte counts for roofline figures, and one ``Backend`` per
+implementation. Backends import their compiler (TileLang, Triton) only when built,
+so that listing an op never pays for an import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernels.targets import Target
+
+# A built kernel: called with one input tuple, returns the output tensor(s).
+Kernel = Callable[..., Any]
+
+
+class Unsupported(NotImplementedError):
+    """This backend cannot express this case (recorded by asv as skipped, with the reason)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str  # "llama3-70b.down_proj": model and layer the shape comes from
+    dims: dict[str, int]  # e.g. {"M": 8192, "N": 8192, "K": 28672}
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Build:
+    """A compiled kernel plus the configuration that was chosen for it."""
+
+    fn: Kernel
+    config: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str  # "tilelang" | "triton" | "torch"
+    # build(case, dtype, target) -> Build; compiles (and autotunes) outside any timing.
+    build: Callable[[Case, str, Target], Build]
+    # aot(case, dtype, target) -> the artifacts generated for a target that need not be
+    # present: any of "amdgcn" (text), "cubin" (bytes), "source" (text), "shared_bytes",
+    # plus "config". The harness turns them into static figures (registers, spills, LDS).
+    aot: Callable[[Case, str, Target], dict[str, Any]] | None = None
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    bound: str  # "compute" | "bandwidth" | "launch": the gate's threshold class
+    cases: Sequence[Case]
+    dtypes: Sequence[str]
+    # make_inputs(case, dtype, device, seed) -> tuple of tensors for one call
+    make_inputs: Callable[[Case, str, str, int], tuple]
+    # reference(*inputs) -> output computed in higher precision (fp32 or fp64)
+    reference: Callable[..., Any]
+    flops: Callable[[Case], float]
+    bytes_moved: Callable[[Case, str], float]
+    backends: dict[str, Backend]
+    # (rtol, atol) per input dtype for comparing with the reference
+    tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def case(self, name: str) -> Case:
+        for case in self.cases:
+            if case.name == name:
+                return case
+        raise Unsupported(f"op {self.name!r} has no case {name!r} at this commit")
+
+    def backend(self, name: str) -> Backend:
+        try:
+            return self.backends[name]
+        except KeyError:
+            raise Unsupported(f"op {self.name!r} has no {name!r} backend at this commit") from None
+
+
+DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8e4m3": 1}
+
+
+def torch_dtype(name: str):
+    import torch
+
+    return {
+        "fp16": torch.float16,
+        "bf16": torch.bfloat16,
+        "fp32": torch.float32,
+        "fp8e4m3": torch.float8_e4m3fn,
+    }[name]

@@ -1,0 +1,1 @@
+"""Command-line tools of the harness (run as ``python -m tools.<name>``)."""

@@ -1,0 +1,61 @@
+"""Run asv with the harness's environment: stack linked in, caches and records placed.
+
+Every tool that drives asv goes through ``asv_env`` and ``run_asv``, so benchmarks see
+the same stack, caches and machine name whether they run from the main job, the gate
+or a test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Suites that need no GPU: static figures of gfx942 / sm_90a code and compile times.
+CPU_SUITES = r"(Registers|Scratch|SharedMem|Occupancy|Compile)\."
+
+
+def stack_site_dirs() -> list[str]:
+    """Where this interpreter finds torch/Triton/TileLang: its site-packages and PYTHONPATH."""
+    dirs = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for key in ("purelib", "platlib"):
+        path = sysconfig.get_paths()[key]
+        if path not in dirs:
+            dirs.append(path)
+    return [str(Path(d).resolve()) for d in dirs if Path(d).is_dir()]
+
+
+def asv_env(machine: str, repo: Path = REPO, cpu_only: bool = False) -> dict[str, str]:
+    cache = repo / ".cache"
+    env = dict(os.environ)
+    site_dirs = os.pathsep.join(stack_site_dirs())
+    env.update({
+        "KPERF_STACK_SITE": site_dirs,
+        "ASV_PYTHONPATH": site_dirs,  # lets pip inside asv envs see the stack's build tools
+        "KPERF_MACHINE": machine,
+        "KPERF_RECORD_DIR": str(repo / ".asv" / "records"),
+        "TRITON_CACHE_DIR": str(cache / "triton"),
+        "TILELANG_CACHE_DIR": str(cache / "tilelang"),
+        "TRITON_DEFAULT_FP_FUSION": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "VIRTUALENV_NO_PERIODIC_UPDATE": "1",
+    })
+    if cpu_only:
+        env["KPERF_PREIMPORT_COMPILERS"] = "1"
+    return env
+
+
+def run_asv(args: list[str], env: dict[str, str], repo: Path = REPO,
+            check: bool = False) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "asv", *args]
+    print("+ asv " + " ".join(args), flush=True)
+    return subprocess.run(cmd, cwd=repo, env=env, check=check)
+
+
+def has_gpu() -> bool:
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
