@@ -48,7 +48,7 @@ class _TimeSuite:
         from kernels.targets import current_device_target
 
         op = get_op(self.op)
-        self.case, self.backend = op.case(case), op.backend(backend)
+        self.case, self.backend = op.case(case), op.backend(backend, case)
         _require_gpu()
         import torch
 
@@ -111,7 +111,7 @@ def static_figures(op_name: str, case: str, dtype: str, backend: str, target: st
     from kernels.targets import get_target
 
     op = get_op(op_name)
-    be = op.backend(backend)
+    be = op.backend(backend, case)
     if be.aot is None:
         raise NotImplementedError(f"{op_name}/{backend} has no ahead-of-time compile path")
     tgt = get_target(target)
@@ -165,7 +165,7 @@ class _CompileTime:
         from kernels.targets import get_target
 
         op = get_op(self.op)
-        self.case_def, self.be = op.case(self.case), op.backend(backend)
+        self.case_def, self.be = op.case(self.case), op.backend(backend, self.case)
         if self.be.aot is None:
             raise NotImplementedError(f"{self.op}/{backend} has no ahead-of-time compile path")
         self.target = get_target(target)

@@ -64,6 +64,13 @@ class OpDef:
     backends: dict[str, Backend]
     # (rtol, atol) per input dtype for comparing with the reference
     tolerance: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # the backend a ratio is taken against (vendor library or torch's best path)
+    baseline: str = "torch"
+    # small shapes for CPU tests (Triton interpreter); dtypes the interpreter gets right
+    test_cases: Sequence[Case] = ()
+    test_dtypes: Sequence[str] = ("fp16", "fp32")
+    # cases a backend cannot express, with the reason: {(backend, case name): reason}
+    unsupported: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def case(self, name: str) -> Case:
         for case in self.cases:
@@ -71,7 +78,10 @@ class OpDef:
                 return case
         raise Unsupported(f"op {self.name!r} has no case {name!r} at this commit")
 
-    def backend(self, name: str) -> Backend:
+    def backend(self, name: str, case: str | None = None) -> Backend:
+        reason = self.unsupported.get((name, case or ""))
+        if reason:
+            raise Unsupported(f"{self.name}/{case}: {name} cannot express it: {reason}")
         try:
             return self.backends[name]
         except KeyError:

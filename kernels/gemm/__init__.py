@@ -47,4 +47,6 @@ OP = OpDef(
         "torch": Backend("torch", reference.build_torch),
     },
     tolerance=spec.TOLERANCE,
+    baseline="torch",
+    test_cases=spec.TEST_CASES,
 )
