@@ -54,7 +54,8 @@ class _TimeSuite:
 
         self.target = current_device_target()
         per_set = op.bytes_moved(self.case, dtype)
-        sets = self.rotating_sets or int(min(16, max(1, 2 * self.target.l2_bytes // max(per_set, 1))))
+        by_cache = 2 * self.target.l2_bytes // max(per_set, 1)
+        sets = self.rotating_sets or int(min(16, max(1, by_cache)))
         self.inputs = [op.make_inputs(self.case, dtype, "cuda", seed) for seed in range(sets)]
         built = self.backend.build(self.case, dtype, self.target)  # compile / autotune here
         self.config = built.config

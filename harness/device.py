@@ -45,7 +45,8 @@ class TorchDevice:
         self.name = props.name
         self.supports_graphs = True
         # Writing a buffer twice the last-level cache evicts whatever the kernel left there.
-        self._flush = torch.empty(max(flush_bytes, 1) // 4, dtype=torch.int32, device=f"cuda:{index}")
+        self._flush = torch.empty(max(flush_bytes, 4) // 4, dtype=torch.int32,
+                                  device=f"cuda:{index}")
         self._clock_hz = props.clock_rate * 1e3 if hasattr(props, "clock_rate") else 1.5e9
 
     def event(self) -> Event:

@@ -111,7 +111,8 @@ def figures(artifacts: dict[str, Any], vendor: str) -> dict[str, float]:
         out.update(parse_cubin(artifacts["cubin"]))
         shared_total = (shared or 0) + out.get("static_shared_bytes", 0)
         if "threads" in artifacts:
-            out["occupancy"] = nvidia_occupancy(out["registers"], artifacts["threads"], shared_total)
+            out["occupancy"] = nvidia_occupancy(out["registers"], artifacts["threads"],
+                                                shared_total)
     if shared is not None:
         out["shared_bytes"] = shared + out.get("static_shared_bytes", 0)
     if "source" in artifacts:

@@ -130,7 +130,8 @@ def measure(
     runner = _Runner(device, calls, plan)
     estimate = statistics.median(runner.time_reps(plan.estimate_calls))
     if estimate < plan.graph_below_s and device.supports_graphs:
-        calls_per_rep = int(min(plan.max_graph_calls, max(10, plan.graph_rep_s / max(estimate, 1e-9))))
+        per_replay = plan.graph_rep_s / max(estimate, 1e-9)
+        calls_per_rep = int(min(plan.max_graph_calls, max(10, per_replay)))
         runner.use_graph(calls_per_rep)
         estimate = statistics.median(runner.time_reps(3))
     rep_s = estimate * runner.calls_per_rep

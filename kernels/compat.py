@@ -67,7 +67,8 @@ def _determine_target():
     for module in ("tilelang.backend.target", "tilelang.utils.target"):
         with contextlib.suppress(ModuleNotFoundError, AttributeError):
             return importlib.import_module(module).determine_target
-    raise ImportError("this TileLang has no determine_target (looked in backend.target, utils.target)")
+    raise ImportError("this TileLang has no determine_target "
+                      "(looked in tilelang.backend.target and tilelang.utils.target)")
 
 
 @contextlib.contextmanager

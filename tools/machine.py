@@ -31,7 +31,8 @@ try:
     if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(0)
         out["gpu"] = p.name
-        out["arch"] = getattr(p, "gcnArchName", "") if torch.version.hip else f"sm_{p.major}{p.minor}"
+        hip_arch = getattr(p, "gcnArchName", "")
+        out["arch"] = hip_arch if torch.version.hip else f"sm_{p.major}{p.minor}"
         out["num_gpus"] = torch.cuda.device_count()
 except Exception as e:
     out["torch_error"] = repr(e)

@@ -17,7 +17,8 @@ class Reading:
     mem_clock_mhz: float | None = None
     temperature_c: float | None = None  # hottest sensor the source offers
     power_w: float | None = None
-    throttle_bits: int | None = None  # raw vendor bits: NVML clock-event reasons / amdsmi throttle_status
+    # raw vendor bits: NVML clock-event reasons / amdsmi throttle_status
+    throttle_bits: int | None = None
     energy_j: float | None = None  # cumulative counter, when the device has one
 
 

@@ -8,7 +8,8 @@ from kernels.op import Build, Case, torch_dtype
 from kernels.targets import Target
 
 
-def make_inputs(case: Case, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def make_inputs(case: Case, dtype: str, device: str,
+                seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     d = case.dims
     gen = torch.Generator(device="cpu").manual_seed(seed)
     # Scaled so that each output is O(1) whatever K is: keeps fp16 far from overflow.

@@ -117,4 +117,5 @@ def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, A
     constexprs = {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK, "GROUP_M": cfg.GROUP_M}
     compiled = compat.triton_aot(matmul_kernel, signature, constexprs, target,
                                  cfg.launch_options(target))
-    return compat.triton_artifacts(compiled) | {"config": asdict(cfg), "threads": cfg.num_warps * target.warp_size}
+    threads = cfg.num_warps * target.warp_size
+    return compat.triton_artifacts(compiled) | {"config": asdict(cfg), "threads": threads}
