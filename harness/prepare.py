@@ -1,0 +1,64 @@
+"""Turn one op case into timed calls: inputs, build, correctness check, rotating buffers.
+
+The op is passed in (duck-typed like ``kernels.op.OpDef``), so the measurement core
+never imports the code under test. Both asv suites and ``tools.perf`` prepare cases
+through here, so both check and time a case the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness import checks
+
+
+@dataclass
+class Prepared:
+    what: str  # "op/case/dtype/backend"
+    calls: list[Callable[[], Any]]  # one launch per rotating input set
+    config: dict[str, Any]  # the configuration the backend chose (tiles, stages, library)
+    agreement: checks.Agreement
+    flops: float
+    bytes_moved: float
+    first_call_s: float  # build + first call: compile (and JIT) time as a user meets it
+
+
+def rotating_sets(bytes_per_set: float, cache_bytes: int, max_sets: int = 16) -> int:
+    """Enough input sets that cycling through them evicts the last-level cache."""
+    return int(min(max_sets, max(1, (2 * cache_bytes) // max(int(bytes_per_set), 1))))
+
+
+def prepare(op: Any, case_name: str, dtype: str, backend_name: str, target: Any,
+            device: str = "cuda", max_sets: int = 16) -> Prepared:
+    """Build and verify; raises ``checks.WrongResult`` (or the build's error) on failure."""
+    import torch
+
+    case = op.case(case_name)
+    backend = op.backend(backend_name, case_name)
+    what = f"{op.name}/{case_name}/{dtype}/{backend_name}"
+    bytes_moved = op.bytes_moved(case, dtype)
+    sets = rotating_sets(bytes_moved, target.l2_bytes, max_sets)
+    inputs = [op.make_inputs(case, dtype, device, seed) for seed in range(sets)]
+    start = time.perf_counter()  # host timer on purpose: compiling is host work
+    built = backend.build(case, dtype, target)
+    first_out = built.fn(*inputs[0])
+    if device != "cpu":
+        torch.cuda.synchronize()
+    first_call_s = time.perf_counter() - start
+    rtol, atol = op.tolerance.get(dtype, (1e-2, 1e-2))
+    agreement = checks.compare(first_out, op.reference(*inputs[0]), rtol, atol, what)
+    if len(inputs) > 1:  # a second input set catches kernels that only work on one
+        checks.compare(built.fn(*inputs[1]), op.reference(*inputs[1]), rtol, atol, what)
+    fn = built.fn
+    return Prepared(
+        what=what,
+        calls=[lambda x=x: fn(*x) for x in inputs],
+        config=dict(built.config),
+        agreement=agreement,
+        flops=op.flops(case),
+        bytes_moved=bytes_moved,
+        first_call_s=first_call_s,
+    )

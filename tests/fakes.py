@@ -1,0 +1,111 @@
+"""A simulated GPU for testing the measurement loop without hardware.
+
+Work runs synchronously on a simulated device clock. A kernel's duration is its cycle
+count divided by the current SM clock, and the clock can follow a script (e.g. fall
+from boost to a power-capped level), so warm-up and clock attribution can be tested.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.telemetry import Reading
+
+
+@dataclass
+class FakeGpu:
+    clock_mhz: Callable[[float], float] = lambda t: 1500.0  # clock as a function of device time
+    launch_overhead_s: float = 5e-6  # host cost per launch that events around one call see
+    now: float = 0.0  # device time, seconds
+    flushes: int = 0
+    launches: int = 0
+    graphs: int = 0
+    host_gap_pending: bool = True  # whether the next launch starts after an idle gap
+    supports_graphs: bool = True
+    name: str = "FakeGPU"
+
+    def run_cycles(self, cycles: float) -> None:
+        if self.host_gap_pending:
+            self.now += self.launch_overhead_s
+        self.host_gap_pending = True
+        self.launches += 1
+        self.now += cycles / (self.clock_mhz(self.now) * 1e6)
+
+    # --- harness.device.Device protocol
+    def event(self) -> FakeEvent:
+        return FakeEvent(self)
+
+    def synchronize(self) -> None:
+        self.host_gap_pending = True
+
+    def flush_l2(self) -> None:
+        self.flushes += 1
+        self.now += 50e-6
+        self.host_gap_pending = False  # the host queued the next launch behind the flush
+
+    def hold(self, seconds: float) -> None:
+        self.now += seconds
+        self.host_gap_pending = False
+
+    def capture(self, calls: list[Callable[[], Any]]) -> Callable[[], None]:
+        self.graphs += 1
+
+        def replay() -> None:
+            for call in calls:
+                self.host_gap_pending = False  # graph launches have no host gap
+                call()
+
+        return replay
+
+
+@dataclass
+class FakeEvent:
+    gpu: FakeGpu
+    t: float = 0.0
+
+    def record(self) -> None:
+        self.t = self.gpu.now
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+@dataclass
+class FakeKernel:
+    gpu: FakeGpu
+    cycles: float
+    calls: int = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self.gpu.run_cycles(self.cycles)
+
+
+@dataclass
+class ScriptedSource:
+    """Telemetry that reports the fake GPU's clock, with host time mapped to device time."""
+
+    gpu: FakeGpu
+    host_to_device: Callable[[float], float]
+    backend: str = "fake"
+    lag_s: float = 0.0
+    reason: str = "scripted"
+    reads: int = 0
+    throttle_bits: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def read(self) -> Reading:
+        import time
+
+        self.reads += 1
+        t = time.perf_counter()
+        return Reading(t=t, sm_clock_mhz=self.gpu.clock_mhz(self.host_to_device(t)),
+                       throttle_bits=self.throttle_bits)
+
+    def identity(self) -> dict[str, Any]:
+        return {"telemetry": "fake"}
+
+    def close(self) -> None:
+        pass
