@@ -9,7 +9,7 @@ export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 if ! git rev-parse HEAD >/dev/null 2>&1; then
   git init -q && git add -A && git -c user.email=k@p -c user.name=kperf commit -qm snapshot
 fi
-git stash -u -q 2>/dev/null  # measure the committed code only, not work in progress
+git -c user.email=k@p -c user.name=kperf stash -u -q 2>/dev/null  # measure the committed code only, not work in progress
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
   case $step in
