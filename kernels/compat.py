@@ -128,7 +128,10 @@ def triton_aot(fn, signature: dict[str, str], constexprs: dict[str, Any], target
 
 
 def triton_dtype(dtype: str) -> str:
-    return {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "fp8e4m3": "fp8e4nv"}[dtype]
+    """Triton's signature name; e4m3 has two encodings: OCP fn ("fp8e4nv": NVIDIA, gfx950)
+    and fnuz ("fp8e4b8": AMD gfx942, the only e4m3 its MFMAs take)."""
+    return {"fp16": "fp16", "bf16": "bf16", "fp32": "fp32", "fp8e4m3": "fp8e4nv",
+            "fp8e4m3fnuz": "fp8e4b8"}[dtype]
 
 
 def triton_artifacts(compiled) -> dict[str, Any]:
