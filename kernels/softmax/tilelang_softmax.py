@@ -1,0 +1,163 @@
+"""TileLang row softmax in the style of TileLang's examples/online_softmax.
+
+Rows that fit one block: a block of rows in a register fragment, T.reduce_max then
+T.reduce_sum, one read and one write. Wider rows (the 128256 vocabulary): one row per
+program, looped in chunks; the first pass keeps a running max and rescaled sum per fragment
+element (reduced across threads once, after the loop), the second writes the result.
+exp is exp2 of x * log2(e), as the example does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from kernels import compat
+from kernels.op import DTYPE_BYTES, Build, Case, Unsupported
+from kernels.targets import Target
+
+TL_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class Config:
+    block_M: int  # rows per program (1 when looped)
+    threads: int
+    looped: bool
+    block_N: int = 0  # chunk of a looped row (0: the whole row in one block)
+
+
+@dataclass(frozen=True)
+class Tuning:
+    max_cols: int  # widest row held in one block; wider rows loop
+    elems_per_program: int  # narrow power-of-two rows are grouped until a program holds this many
+    threads: int  # the most threads a program gets
+    min_threads: int
+    loop_block_n: int  # chunk of a looped row
+
+
+# sm_90a: up to 256 threads (8 warps); a looped row steps by 4096 = 16 values a thread.
+# gfx942: up to 256 threads = 4 wave64s (TileLang's AMD examples), same 4096 chunk.
+TUNING = {
+    "sm_90a": Tuning(max_cols=8192, elems_per_program=4096, threads=256, min_threads=64,
+                     loop_block_n=4096),
+    "gfx942": Tuning(max_cols=8192, elems_per_program=4096, threads=256, min_threads=64,
+                     loop_block_n=4096),
+}
+
+
+def default_config(case: Case, target: Target, dtype: str = "fp16") -> Config:
+    """Looped beyond ``max_cols``; else rows spread over all threads, as in tilelang_rmsnorm:
+    several rows a program only for power-of-two widths, since TileLang 0.1.15 infers a
+    row-spread layout only when each thread holds a whole number of every row's columns."""
+    tuning = TUNING[target.name]
+    n_cols = case.dims["N"]
+    if n_cols > tuning.max_cols:
+        return Config(block_M=1, threads=tuning.threads, looped=True,
+                      block_N=tuning.loop_block_n)
+    if n_cols & (n_cols - 1) == 0 and n_cols >= tuning.threads:
+        return Config(block_M=max(1, tuning.elems_per_program // n_cols), threads=tuning.threads,
+                      looped=False)
+    vector = 16 // DTYPE_BYTES[dtype]
+    fits = [t for t in (tuning.threads, tuning.threads // 2, tuning.threads // 4)
+            if t >= tuning.min_threads and n_cols % t == 0]
+    if not fits:
+        raise Unsupported(f"softmax/{case.name}: N={n_cols} is not a multiple of "
+                          f"{tuning.min_threads} threads: tilelang_softmax has no row layout")
+    threads = max(fits, key=lambda t: (math.gcd(n_cols // t, vector), t))
+    return Config(block_M=1, threads=threads, looped=False)
+
+
+def softmax_rows(M: int, N: int, dtype: str, cfg: Config, target: Target):
+    """One pass: ``block_M`` whole rows a program."""
+    T = compat.tilelang_language(target)
+    io_dtype, accum_dtype = TL_DTYPE[dtype], "float32"
+    bM = cfg.block_M
+
+    @T.prim_func
+    def softmax(X: T.Tensor((M, N), io_dtype), Y: T.Tensor((M, N), io_dtype)):
+        with T.Kernel(T.ceildiv(M, bM), threads=cfg.threads) as bx:
+            x = T.alloc_fragment((bM, N), io_dtype)
+            scaled = T.alloc_fragment((bM, N), accum_dtype)
+            row_max = T.alloc_fragment((bM,), accum_dtype)
+            row_sum = T.alloc_fragment((bM,), accum_dtype)
+            y = T.alloc_fragment((bM, N), io_dtype)
+            T.copy(X[bx * bM, 0], x)
+            for i, j in T.Parallel(bM, N):
+                scaled[i, j] = T.cast(x[i, j], accum_dtype) * LOG2E
+            T.reduce_max(scaled, row_max, dim=1)
+            for i, j in T.Parallel(bM, N):
+                scaled[i, j] = T.exp2(scaled[i, j] - row_max[i])
+            T.reduce_sum(scaled, row_sum, dim=1)
+            for i, j in T.Parallel(bM, N):
+                y[i, j] = T.cast(scaled[i, j] / row_sum[i], io_dtype)
+            T.copy(y, Y[bx * bM, 0])
+
+    return softmax
+
+
+def softmax_looped(M: int, N: int, dtype: str, cfg: Config, target: Target):
+    """Two passes over a row in ``block_N`` chunks, one row a program; the last chunk is ragged."""
+    T = compat.tilelang_language(target)
+    io_dtype, accum_dtype = TL_DTYPE[dtype], "float32"
+    bN = cfg.block_N
+    chunks = (N + bN - 1) // bN
+
+    @T.prim_func
+    def softmax(X: T.Tensor((M, N), io_dtype), Y: T.Tensor((M, N), io_dtype)):
+        with T.Kernel(M, threads=cfg.threads) as row:
+            x = T.alloc_fragment((bN,), io_dtype)
+            scaled = T.alloc_fragment((bN,), accum_dtype)
+            run_max = T.alloc_fragment((bN,), accum_dtype)
+            run_sum = T.alloc_fragment((bN,), accum_dtype)
+            row_max = T.alloc_fragment((1,), accum_dtype)
+            row_sum = T.alloc_fragment((1,), accum_dtype)
+            y = T.alloc_fragment((bN,), io_dtype)
+            # finite start: an element that only sees padding rescales by exp2(0), never nan
+            T.fill(run_max, -1e30)
+            T.clear(run_sum)
+            for k in T.serial(chunks):
+                T.copy(X[row, k * bN], x)
+                for j in T.Parallel(bN):
+                    scaled[j] = T.if_then_else(k * bN + j < N,
+                                               T.cast(x[j], accum_dtype) * LOG2E,
+                                               -T.infinity(accum_dtype))
+                # one exp per element: exp2(-|x - max|) rescales the old sum or is the new term
+                for j in T.Parallel(bN):
+                    run_sum[j] = T.if_then_else(
+                        scaled[j] > run_max[j],
+                        run_sum[j] * T.exp2(-T.abs(scaled[j] - run_max[j])) + 1.0,
+                        run_sum[j] + T.exp2(-T.abs(scaled[j] - run_max[j])))
+                    run_max[j] = T.max(run_max[j], scaled[j])
+            T.reduce_max(run_max, row_max, dim=0)
+            for j in T.Parallel(bN):
+                run_sum[j] = run_sum[j] * T.exp2(run_max[j] - row_max[0])
+            T.reduce_sum(run_sum, row_sum, dim=0)
+            for k in T.serial(chunks):
+                T.copy(X[row, k * bN], x)
+                for j in T.Parallel(bN):
+                    y[j] = T.cast(T.exp2(T.cast(x[j], accum_dtype) * LOG2E - row_max[0])
+                                  / row_sum[0], io_dtype)
+                T.copy(y, Y[row, k * bN])
+
+    return softmax
+
+
+def prim_func(case: Case, dtype: str, cfg: Config, target: Target):
+    factory = softmax_looped if cfg.looped else softmax_rows
+    return factory(case.dims["M"], case.dims["N"], dtype, cfg, target)
+
+
+def build(case: Case, dtype: str, target: Target, **overrides: Any) -> Build:
+    cfg = replace(default_config(case, target, dtype), **overrides)
+    kernel = compat.tilelang_compile(prim_func(case, dtype, cfg, target))
+    return Build(fn=kernel, config=asdict(cfg))
+
+
+def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, Any]:
+    """gfx942: HIP source only (no hipcc here); sm_90a: a full nvcc compile to a cubin."""
+    cfg = replace(default_config(case, target, dtype), **overrides)
+    func = prim_func(case, dtype, cfg, target)
+    return compat.tilelang_artifacts(func, target) | {"config": asdict(cfg)}

@@ -1,0 +1,149 @@
+"""Triton row softmax in the style of Triton's fused-softmax tutorial.
+
+Rows that fit in registers (BLOCK_N = next power of two of N) are read once: max, exp, sum
+and scale happen on the loaded block, a block of rows per program. Wider rows (the 128256
+vocabulary) loop over the row twice: an online pass keeps a running max and rescaled sum
+per lane, then a second pass writes exp(x - max) / sum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import triton
+import triton.language as tl
+
+from kernels import compat
+from kernels.op import Build, Case
+from kernels.targets import Target
+
+
+@dataclass(frozen=True)
+class Config:
+    BLOCK_M: int  # rows per program (1 when looped)
+    BLOCK_N: int  # the whole row (one pass), or the chunk the loops step by (looped)
+    num_warps: int  # warps of 32 lanes on NVIDIA, waves of 64 lanes on gfx942
+    looped: bool
+    num_stages: int = 1  # software pipelining of the looped kernel's loads
+
+
+@dataclass(frozen=True)
+class Tuning:
+    max_block_n: int  # widest row held in registers in one piece; wider rows loop
+    elems_per_program: int  # narrow rows are grouped until a program holds this many
+    elems_per_lane: int  # num_warps = block elements / (lanes per warp * this)
+    max_warps: int
+    loop_block_n: int  # chunk of a looped row
+    loop_stages: int
+
+
+# sm_90a: 8 warps, 16 values a lane; looped rows step by 4096 with two stages in flight.
+# gfx942: 8 wave64s, 8 values a lane, so a 4096-wide block is one 16-byte load per lane.
+TUNING = {
+    "sm_90a": Tuning(max_block_n=8192, elems_per_program=4096, elems_per_lane=16, max_warps=8,
+                     loop_block_n=4096, loop_stages=2),
+    "gfx942": Tuning(max_block_n=8192, elems_per_program=4096, elems_per_lane=8, max_warps=8,
+                     loop_block_n=4096, loop_stages=2),
+}
+
+
+def _num_warps(elems: int, tuning: Tuning, target: Target) -> int:
+    return min(max(elems // tuning.elems_per_lane // target.warp_size, 1), tuning.max_warps)
+
+
+def default_config(case: Case, target: Target) -> Config:
+    tuning = TUNING[target.name]
+    block_n = triton.next_power_of_2(case.dims["N"])
+    if block_n > tuning.max_block_n:
+        return Config(BLOCK_M=1, BLOCK_N=tuning.loop_block_n, looped=True,
+                      num_warps=_num_warps(tuning.loop_block_n, tuning, target),
+                      num_stages=tuning.loop_stages)
+    block_m = max(1, tuning.elems_per_program // block_n)
+    return Config(BLOCK_M=block_m, BLOCK_N=block_n, looped=False,
+                  num_warps=_num_warps(block_m * block_n, tuning, target))
+
+
+@triton.jit
+def softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    col_ok = (cols < n_cols)[None, :]
+    mask = (rows < n_rows)[:, None] & col_ok
+    rows = rows.to(tl.int64)  # rows * stride passes 2**31 elements on the largest cases
+    x = tl.load(x_ptr + rows[:, None] * stride_x + cols[None, :], mask=mask, other=0.0)
+    # padding columns must not win the max; padding rows stay finite (they are never stored)
+    x = tl.where(col_ok, x.to(tl.float32), -float("inf"))
+    e = tl.exp(x - tl.max(x, axis=1)[:, None])
+    y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+    tl.store(y_ptr + rows[:, None] * stride_y + cols[None, :], y.to(y_ptr.dtype.element_ty),
+             mask=mask)
+
+
+@triton.jit
+def softmax_looped_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK_N: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * stride_x
+    y_row = y_ptr + row * stride_y
+    # Per-lane running max and sum: no cross-lane reduction inside the loop. The max starts
+    # finite so a lane that only ever sees padding (-inf) rescales by exp(0), not exp(nan).
+    run_max = tl.full([BLOCK_N], -1e30, tl.float32)
+    run_sum = tl.zeros([BLOCK_N], tl.float32)
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        # one exp per element: exp(-|x - max|) either rescales the old sum or is the new term
+        diff = x - run_max
+        e = tl.exp(-tl.abs(diff))
+        run_sum = tl.where(diff > 0, run_sum * e + 1.0, run_sum + e)
+        run_max = tl.maximum(run_max, x)
+    row_max = tl.max(run_max, axis=0)
+    inv_sum = 1.0 / tl.sum(run_sum * tl.exp(run_max - row_max), axis=0)
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        col_ok = cols < n_cols
+        x = tl.load(x_row + cols, mask=col_ok, other=0.0).to(tl.float32)
+        y = tl.exp(x - row_max) * inv_sum
+        tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=col_ok)
+
+
+def softmax(x, cfg: Config):
+    import torch
+
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)
+    opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    if cfg.looped:
+        softmax_looped_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0),
+                                         BLOCK_N=cfg.BLOCK_N, **opts)
+    else:
+        grid = (triton.cdiv(n_rows, cfg.BLOCK_M),)
+        softmax_rows_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0),
+                                  BLOCK_M=cfg.BLOCK_M, BLOCK_N=cfg.BLOCK_N, **opts)
+    return y
+
+
+def build(case: Case, dtype: str, target: Target, **overrides: Any) -> Build:
+    cfg = replace(default_config(case, target), **overrides)
+    return Build(fn=lambda x: softmax(x, cfg), config=asdict(cfg))
+
+
+def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, Any]:
+    cfg = replace(default_config(case, target), **overrides)
+    t = compat.triton_dtype(dtype)
+    sizes = {"n_rows": case.dims["M"], "n_cols": case.dims["N"], "stride_x": case.dims["N"],
+             "stride_y": case.dims["N"]}
+    if cfg.looped:
+        fn, constexprs = softmax_looped_kernel, {"BLOCK_N": cfg.BLOCK_N}
+        del sizes["n_rows"]
+    else:
+        fn, constexprs = softmax_rows_kernel, {"BLOCK_M": cfg.BLOCK_M, "BLOCK_N": cfg.BLOCK_N}
+    signature = {"x_ptr": f"*{t}", "y_ptr": f"*{t}", **dict.fromkeys(sizes, "i32"),
+                 **dict.fromkeys(constexprs, "constexpr")}
+    # What the JIT sees at launch: 16-byte aligned tensors, and sizes divisible by 16 marked.
+    aligned = ("x_ptr", "y_ptr", *(name for name, value in sizes.items() if value % 16 == 0))
+    options = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    compiled = compat.triton_aot_aligned(fn, signature, constexprs, target, options, aligned)
+    return compat.triton_artifacts(compiled) | {"config": asdict(cfg),
+                                                "threads": cfg.num_warps * target.warp_size}

@@ -1,0 +1,31 @@
+"""PyTorch reference and inputs for SwiGLU."""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.op import Build, Case, torch_dtype
+from kernels.targets import Target
+
+
+def make_inputs(case: Case, dtype: str, device: str,
+                seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    d = case.dims
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    # Wide enough that both the linear (x > 0) and the saturated (x << 0) ends of silu occur.
+    x = 3.0 * torch.randn(d["M"], d["N"], generator=gen)
+    g = torch.randn(d["M"], d["N"], generator=gen)
+    return x.to(torch_dtype(dtype)).to(device), g.to(torch_dtype(dtype)).to(device)
+
+
+def reference(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.silu(x.float()) * g.float()
+
+
+def build_torch(case: Case, dtype: str, target: Target) -> Build:
+    """F.silu(x) * g: what eager Llama MLPs run (two kernels, the baseline to beat)."""
+
+    def swiglu(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.silu(x) * g
+
+    return Build(fn=swiglu, config={"library": "torch.nn.functional.silu(x) * g"})
