@@ -33,9 +33,13 @@ def open_source(kind: str | None = None, device_index: int = 0) -> Source:
     reasons = []
     for name in order:
         try:
-            return _open(name, device_index)
+            source = _open(name, device_index)
         except Exception as err:  # a missing driver or library is an answer, not an error
             reasons.append(f"{name}: {type(err).__name__}: {err}")
+            continue
+        if reasons:  # say why the backends tried before this one were passed over
+            source.reason = f"{source.reason} (after {'; '.join(reasons)})"
+        return source
     return NullSource("; ".join(reasons) or f"telemetry disabled ({kind})")
 
 

@@ -1,0 +1,44 @@
+"""A fake libamd_smi.so for CPU-only tests of the AMD telemetry (see fake_amd_smi.c)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from tests.fake_amdsmi import build
+
+
+def fake_rocm() -> Path:
+    """The fake ROCm tree for this process, built once and reused while its inputs match.
+
+    Built in a private directory and renamed into place, so parallel test runs never load
+    a half-written library.
+    """
+    digest = build.source_digest()
+    target = Path(tempfile.gettempdir()) / f"kperf-fake-rocm-{os.getuid()}-{digest}"
+    if (target / "lib" / "libamd_smi.so").exists():
+        return target
+    scratch = Path(tempfile.mkdtemp(prefix="kperf-fake-rocm-build-"))
+    build.build(scratch)
+    with contextlib.suppress(OSError):  # another process won the race; its tree is identical
+        scratch.rename(target)
+    return target
+
+
+class FakeState:
+    """The state file the fake library re-reads on every call."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.write_text("")
+
+    def set(self, **values: int) -> None:
+        """Append ``key value`` lines (``key__N`` writes the per-GPU key ``key.N``)."""
+        with self.path.open("a") as f:
+            for key, value in values.items():
+                f.write(f"{key.replace('__', '.')} {int(value)}\n")
+
+    def reset(self) -> None:
+        self.path.write_text("")

@@ -1,0 +1,120 @@
+"""The timing loop records a telemetry summary per trial window, clock drops included."""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from harness import timing
+from harness.telemetry import Reading
+
+CYCLES_PER_CALL = 4.2e6  # 2 ms at 2100 MHz
+
+
+class GpuModel:
+    """The clock the fake kernel runs at; the test drops it at a chosen synchronize."""
+
+    def __init__(self, mhz: float, drop_to: float, drop_after_syncs: int) -> None:
+        self.mhz, self.drop_to, self.drop_after = mhz, drop_to, drop_after_syncs
+        self.syncs = 0
+        self.device_s = 0.0
+        self.history: list[tuple[float, float]] = [(time.perf_counter(), mhz)]
+        self.lock = threading.Lock()
+
+    def run_call(self) -> None:
+        seconds = CYCLES_PER_CALL / (self.mhz * 1e6)
+        self.device_s += seconds  # the device time events report
+        time.sleep(seconds)  # so host time passes and the sampler reads meanwhile
+
+    def synchronize(self) -> None:
+        self.syncs += 1
+        if self.syncs == self.drop_after:
+            with self.lock:
+                self.mhz = self.drop_to
+                self.history.append((time.perf_counter(), self.mhz))
+
+    def clock_at(self, t: float) -> float:
+        with self.lock:
+            times = [h[0] for h in self.history]
+            return self.history[max(0, bisect.bisect_right(times, t) - 1)][1]
+
+
+class FakeEvent:
+    def __init__(self, gpu: GpuModel) -> None:
+        self.gpu, self.at = gpu, 0.0
+
+    def record(self) -> None:
+        self.at = self.gpu.device_s
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at - self.at) * 1e3
+
+
+class FakeDevice:
+    name = "fake"
+    supports_graphs = False
+
+    def __init__(self, gpu: GpuModel) -> None:
+        self.gpu = gpu
+
+    def event(self) -> FakeEvent:
+        return FakeEvent(self.gpu)
+
+    def synchronize(self) -> None:
+        self.gpu.synchronize()
+
+    def flush_l2(self) -> None:
+        pass
+
+    def hold(self, seconds: float) -> None:
+        pass
+
+    def capture(self, calls: list[Callable[[], Any]]) -> Callable[[], None]:
+        raise AssertionError("graphs are not supported by this fake")
+
+
+class LaggedSource:
+    """Reports the clock as it was ``lag_s`` ago, like a driver that trails the work."""
+
+    backend = "scripted"
+    reason = "test"
+    lag_s = 0.02
+
+    def __init__(self, gpu: GpuModel) -> None:
+        self.gpu = gpu
+
+    def read(self) -> Reading:
+        t = time.perf_counter()
+        mhz = self.gpu.clock_at(t - self.lag_s)
+        return Reading(t=t, sm_clock_mhz=mhz, mem_clock_mhz=1300.0, temperature_c=60.0,
+                       power_w=500.0, throttle_bits=0x4 if mhz < 2000 else 0)
+
+    def identity(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        pass
+
+
+def test_measure_records_a_clock_drop_in_the_windows() -> None:
+    # syncs: 1 estimate + 3 warm-up trials (identical values settle at once) + trials;
+    # the drop comes after trial index 2
+    gpu = GpuModel(mhz=2100, drop_to=1400, drop_after_syncs=1 + 3 + 3)
+    plan = timing.Plan(trials=6, min_trial_s=0.03, min_reps=5, warmup_min_s=0.0,
+                       warmup_max_s=5.0, flush_l2=False, estimate_calls=3)
+    m = timing.measure([gpu.run_call], FakeDevice(gpu), plan, LaggedSource(gpu))
+    assert m.warmup_trials == 3 and m.settled
+    assert m.telemetry_backend == "scripted" and len(m.windows) == 6
+    medians = [w.sm_clock_mhz_median for w in m.windows]
+    assert medians[:3] == [2100] * 3 and medians[3:] == [1400] * 3
+    assert [w.throttle_bits_or for w in m.windows] == [0, 0, 0, 4, 4, 4]
+    assert all(w.n_readings >= 1 for w in m.windows)
+    # the samples slow down by the clock ratio: time tracks the clock
+    assert m.samples[4] / m.samples[1] == pytest.approx(2100 / 1400, rel=1e-9)
+    record = m.as_record()
+    assert record["windows"][5]["sm_clock_mhz_min"] == 1400
