@@ -18,7 +18,9 @@ for step in "$@"; do
       python3 -c "import torch, triton, tilelang; print(torch.__version__, triton.__version__, tilelang.__version__)"
       git log --oneline | head -3 ;;
     tests)
-      python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py 2>&1 | tee "$out/gpu_tests.txt" ;;
+      python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tee "$out/gpu_tests.txt" | tail -30 ;;
+    noise)
+      python3 -m tools.noise collect --out "$out/noise.json" ;;
     perf:*)
       IFS=: read -r _ ops cases <<<"$step"
       python3 -m tools.perf --ops "$ops" ${cases:+--cases "$cases"} --out "$out/perf_${ops//,/_}.json" \
