@@ -23,7 +23,7 @@ from harness.telemetry.sysfs import (
     current_level_mhz,
     parse_throttle,
 )
-from tests.fake_amdsmi import FakeState, fake_rocm
+from tests.fake_amdsmi import FakeState, fake_rocm, use_fake_amdsmi
 
 REPO = Path(__file__).resolve().parent.parent
 PPT0, SPL = 1 << 0, 1 << 4  # SMU_THROTTLER_* bits of indep_throttle_status: power
@@ -32,20 +32,7 @@ TEMP_HOTSPOT, TEMP_MEM = 1 << 36, 1 << 34  # thermal
 
 @pytest.fixture
 def amd(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeState:
-    """Point amdsmi and pyrsmi at the fake library; the state file starts empty."""
-    rocm = fake_rocm()
-    monkeypatch.delenv("ROCM_HOME", raising=False)
-    for var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("ROCM_PATH", str(rocm))
-    state = FakeState(tmp_path / "smi-state")
-    monkeypatch.setenv("FAKE_AMDSMI_STATE", str(state.path))
-    import amdsmi
-
-    loaded = amdsmi.amdsmi_wrapper._libraries["libamd_smi.so"]._name
-    if Path(loaded).resolve() != (rocm / "lib" / "libamd_smi.so").resolve():
-        pytest.fail(f"amdsmi was loaded from {loaded} before the fake; run these tests alone")
-    return state
+    return use_fake_amdsmi(monkeypatch, tmp_path)
 
 
 def _sample(source: AmdSmiSource | SysfsSource, seconds: float) -> tuple[float, float]:

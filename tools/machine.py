@@ -6,6 +6,7 @@ triton, tilelang) become selectors in the published site.
 
     python -m tools.machine            # print the description as JSON
     python -m tools.machine --write    # merge it into ~/.asv-machine.json
+    python -m tools.machine --provenance   # + GPU clock/power state and software versions
 """
 
 from __future__ import annotations
@@ -64,14 +65,79 @@ def rocm_version() -> str:
     return path.read_text().strip() if path.exists() else ""
 
 
+# Identity keys that describe a run's conditions rather than the machine: kept out of
+# the machine file, because every machine key becomes an asv graph parameter and a
+# changing value would split a benchmark's history into many series.
+STATE_PREFIX = "now_"
+NOT_MACHINE_KEYS = frozenset({"telemetry_reason", "read_errors", "unsupported", "throttle_note",
+                              "gpu_index_physical"})
+
+
+def split_identity(identity: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(stable facts for the machine file, snapshot of the GPU's state) of a telemetry identity."""
+    stable: dict[str, Any] = {}
+    state: dict[str, Any] = {}
+    for key, value in identity.items():
+        if value is None:
+            continue
+        volatile = key.startswith(STATE_PREFIX) or key in NOT_MACHINE_KEYS
+        (state if volatile else stable)[key] = value
+    return stable, state
+
+
 def telemetry_identity() -> dict[str, Any]:
     from harness.telemetry import open_source
 
     source = open_source()
     try:
-        return {k: v for k, v in source.identity().items() if v is not None}
+        identity = {k: v for k, v in source.identity().items() if v is not None}
+        if source.backend == "nvml":
+            identity.update(nvml_clock_state(getattr(source, "_handle", None)))
+        return identity
     finally:
         source.close()
+
+
+def nvml_clock_state(handle: Any) -> dict[str, Any]:
+    """Clock and power settings NVML exposes: were clocks or limits changed from default?
+
+    NVML has no getter for locked GPU clocks (``nvidia-smi -lgc``); a lock shows as
+    current == max clocks under load and as the ApplicationsClocksSetting reason (0x2).
+    """
+    if handle is None:
+        return {}
+    import pynvml as n
+
+    def ask(call: Any, *args: Any) -> Any:
+        try:
+            return call(handle, *args)
+        except n.NVMLError:
+            return None
+
+    sm, mem = n.NVML_CLOCK_SM, n.NVML_CLOCK_MEM
+    app = (ask(n.nvmlDeviceGetApplicationsClock, sm), ask(n.nvmlDeviceGetApplicationsClock, mem))
+    default_app = (ask(n.nvmlDeviceGetDefaultApplicationsClock, sm),
+                   ask(n.nvmlDeviceGetDefaultApplicationsClock, mem))
+    limit = ask(n.nvmlDeviceGetEnforcedPowerLimit)
+    default_limit = ask(n.nvmlDeviceGetPowerManagementDefaultLimit)
+    capability = ask(n.nvmlDeviceGetCudaComputeCapability)
+    try:
+        cuda_driver = n.nvmlSystemGetCudaDriverVersion_v2()
+    except n.NVMLError:
+        cuda_driver = None
+    return {
+        "gpu_serial": ask(n.nvmlDeviceGetSerial),
+        "gpu_sm": f"sm_{capability[0]}{capability[1]}" if capability else None,
+        "cuda_driver": f"{cuda_driver // 1000}.{cuda_driver % 1000 // 10}" if cuda_driver else None,
+        "mem_clock_max_mhz": ask(n.nvmlDeviceGetMaxClockInfo, mem),
+        "power_limit_default_w": default_limit / 1000.0 if default_limit else None,
+        "power_limit_is_default": (limit == default_limit) if limit and default_limit else None,
+        "app_clocks_are_default": (app == default_app) if None not in app + default_app else None,
+        "now_app_sm_clock_mhz": app[0],
+        "now_sm_clock_mhz": ask(n.nvmlDeviceGetClockInfo, sm),
+        "now_mem_clock_mhz": ask(n.nvmlDeviceGetClockInfo, mem),
+        "now_clock_event_reasons": ask(n.nvmlDeviceGetCurrentClocksEventReasons),
+    }
 
 
 def _ram() -> str:
@@ -81,7 +147,8 @@ def _ram() -> str:
         return ""
 
 
-def describe(name: str | None = None) -> dict[str, str]:
+def _gather(name: str | None) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+    """(machine-file entry, GPU state snapshot, stack probe) in one probe and one source."""
     stack = probe_stack()
     info: dict[str, Any] = {
         "os": f"{platform.system()} {platform.release()}",
@@ -97,14 +164,63 @@ def describe(name: str | None = None) -> dict[str, str]:
         "gpu": stack.get("gpu", "none"),
         "gpu_arch": stack.get("arch", ""),
     }
+    state: dict[str, Any] = {}
     if stack.get("gpu"):
-        info.update({k: v for k, v in telemetry_identity().items() if k != "gpu"})
+        stable, state = split_identity(telemetry_identity())
+        for key, value in stable.items():
+            # torch's view of the GPU wins (its arch carries the target features, e.g.
+            # gfx942:sramecc+:xnack-); the ROCm install's version file beats the library's
+            if key == "gpu" or (key in ("gpu_arch", "rocm") and info[key]):
+                continue
+            info[key] = value
     host = platform.node().split(".")[0] or "host"
     gpu_part = _slug(info["gpu"]) if stack.get("gpu") else "cpu"
     uuid = str(info.get("gpu_uuid", ""))
     uuid_part = f"-{_slug(uuid)[-8:]}" if uuid else ""
     info["machine"] = name or f"{_slug(host)}-{gpu_part}{uuid_part}"
-    return {k: str(v) for k, v in info.items()}
+    return {k: str(v) for k, v in info.items()}, state, stack
+
+
+def describe(name: str | None = None) -> dict[str, str]:
+    return _gather(name)[0]
+
+
+def _dist_versions(names: tuple[str, ...]) -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for dist in names:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = ""
+    return out
+
+
+def provenance(name: str | None = None) -> dict[str, Any]:
+    """Everything known about where a run happened: the machine entry, the GPU's clock and
+    power state at this moment, and the software stack (for records and reports)."""
+    info, state, stack = _gather(name)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                                cwd=Path(__file__).resolve().parent.parent).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "machine": info,
+        "gpu_state": state,
+        "software": {
+            "python": platform.python_version(),
+            "torch": stack.get("torch", ""),
+            "torch_cuda": stack.get("cuda", ""),
+            "torch_hip": stack.get("hip", ""),
+            "triton": stack.get("triton", ""),
+            "tilelang": stack.get("tilelang", ""),
+            "rocm_info_version": rocm_version(),
+            **_dist_versions(("amdsmi", "pyrsmi", "nvidia-ml-py", "asv", "asv_runner")),
+            "harness_commit": commit,
+        },
+    }
 
 
 def machine_file() -> Path:
@@ -131,7 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", help="machine name (default: host-gpu-uuid)")
     parser.add_argument("--write", action="store_true", help="merge into ~/.asv-machine.json")
+    parser.add_argument("--provenance", action="store_true",
+                        help="print the full provenance (GPU clock state, software) instead")
     args = parser.parse_args(argv)
+    if args.provenance:
+        print(json.dumps(provenance(args.name), indent=2, sort_keys=True))
+        return 0
     info = describe(args.name)
     if args.write:
         print(f"wrote machine {info['machine']!r} to {write_machine_file(info)}")

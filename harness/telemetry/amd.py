@@ -138,6 +138,16 @@ class AmdSmiSource:
         notes = [f"amdsmi {self._package_version()}", pyrsmi_note, map_note]
         self.reason = "; ".join(n for n in notes if n)
 
+    @property
+    def reason(self) -> str:
+        """Why this backend, and (once read) which gpu_metrics field the throttle bits are."""
+        field = f"; throttle bits: {self.throttle_field}" if self.throttle_field else ""
+        return self._reason + field
+
+    @reason.setter
+    def reason(self, text: str) -> None:
+        self._reason = text
+
     # -------------------------------------------------------------- set-up
     def _package_version(self) -> str:
         return str(getattr(self._smi, "__version__", "") or _dist_version("amdsmi"))

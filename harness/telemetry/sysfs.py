@@ -193,6 +193,15 @@ class SysfsSource:
         card = self.device.parent.name
         self.reason = "; ".join(n for n in (f"amdgpu sysfs {card}", note) if n)
 
+    @property
+    def reason(self) -> str:
+        field = f"; throttle bits: {self.throttle_field}" if self.throttle_field else ""
+        return self._reason + field
+
+    @reason.setter
+    def reason(self, text: str) -> None:
+        self._reason = text
+
     def _temperatures(self) -> dict[str, float]:
         out: dict[str, float] = {}
         if self.hwmon is None:

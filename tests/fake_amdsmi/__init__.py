@@ -7,6 +7,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
 from tests.fake_amdsmi import build
 
 
@@ -42,3 +44,24 @@ class FakeState:
 
     def reset(self) -> None:
         self.path.write_text("")
+
+
+def use_fake_amdsmi(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeState:
+    """Point amdsmi and pyrsmi at the fake library; the state file starts empty.
+
+    Fails (rather than touching a real GPU) if amdsmi was already loaded from elsewhere.
+    """
+    rocm = fake_rocm()
+    monkeypatch.delenv("ROCM_HOME", raising=False)
+    for var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
+                "KPERF_TELEMETRY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("ROCM_PATH", str(rocm))
+    state = FakeState(tmp_path / "smi-state")
+    monkeypatch.setenv("FAKE_AMDSMI_STATE", str(state.path))
+    import amdsmi
+
+    loaded = amdsmi.amdsmi_wrapper._libraries["libamd_smi.so"]._name
+    if Path(loaded).resolve() != (rocm / "lib" / "libamd_smi.so").resolve():
+        pytest.fail(f"amdsmi was loaded from {loaded}, not the fake: run these tests alone")
+    return state

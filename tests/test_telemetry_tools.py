@@ -1,0 +1,194 @@
+"""Provenance (tools/machine.py), opt-in clock pinning (tools/clocks.py) and the telemetry
+pages (tools/telemetry_pages.py), all against fakes: no real GPU's clocks are touched."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from harness import record
+from tests.fake_amdsmi import FakeState, use_fake_amdsmi
+from tests.test_telemetry_nvml import fake_pynvml
+from tools import clocks, machine, telemetry_pages
+
+ROCM_TORCH_STACK = {"torch": "2.13.0+rocm7.0", "cuda": "", "hip": "7.0.51831", "triton": "3.7.1",
+                    "tilelang": "0.1.15", "gpu": "AMD Instinct MI300X",
+                    "arch": "gfx942:sramecc+:xnack-", "num_gpus": 1}
+
+
+@pytest.fixture
+def amd(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> FakeState:
+    state = use_fake_amdsmi(monkeypatch, tmp_path)
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # as on a ROCm box: NVML is not there
+    return state
+
+
+@pytest.fixture
+def nvml(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    mod = fake_pynvml()
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("KPERF_TELEMETRY", raising=False)
+    return mod
+
+
+# ----------------------------------------------------------------- provenance
+def test_machine_description_has_the_amd_fields(amd: FakeState,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(machine, "probe_stack", lambda python=sys.executable: ROCM_TORCH_STACK)
+    amd.set(power_cap_uw=650_000_000, perf_level=8, temp_hotspot_c=81)
+    info = machine.describe()
+    assert info["gpu"] == "AMD Instinct MI300X" and info["gpu_arch"] == "gfx942:sramecc+:xnack-"
+    assert info["rocm"] == "7.0.2-fake"  # $ROCM_PATH/.info/version
+    assert info["gpu_uuid"].startswith("GPU-fa4e0000") and info["gpu_serial"].endswith("E0000")
+    assert info["driver"] == "6.12.12-fake" and info["vbios"] == "022.040.003.043.000001"
+    assert info["power_cap_w"] == "650.0" and info["power_cap_default_w"] == "750.0"
+    assert info["perf_level"] == "DETERMINISM" and info["sm_clock_locked"] == "True"
+    assert info["telemetry"] == "amdsmi" and info["amdsmi_version"] == "7.0.2"
+    assert info["machine"].endswith("-amd-instinct-mi300x-00000000")
+    # conditions that change from run to run stay out of the machine file
+    assert not [k for k in info if k.startswith("now_") or k == "telemetry_reason"]
+    full = machine.provenance("box")
+    assert full["machine"]["machine"] == "box"
+    assert full["gpu_state"]["now_temp_hotspot_c"] == 81
+    assert "pyrsmi 1.1.0" in full["gpu_state"]["telemetry_reason"]
+    assert full["software"]["torch_hip"] == "7.0.51831" and full["software"]["pyrsmi"] == "1.1.0"
+    assert re.fullmatch(r"[0-9a-f]{40}", full["software"]["harness_commit"])
+
+
+def test_machine_description_has_the_nvml_clock_state(nvml: types.ModuleType,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    stack = {**ROCM_TORCH_STACK, "gpu": "NVIDIA H200", "arch": "sm_90", "hip": "", "cuda": "13.0"}
+    monkeypatch.setattr(machine, "probe_stack", lambda python=sys.executable: stack)
+    info, state, _ = machine._gather(None)
+    assert info["gpu_arch"] == "sm_90" and info["gpu_sm"] == "sm_90"
+    assert info["cuda"] == "13.0" and info["cuda_driver"] == "13.0"
+    assert info["power_limit_w"] == "700.0" and info["power_limit_is_default"] == "True"
+    assert info["app_clocks_are_default"] == "True" and info["gpu_serial"] == "165432101234"
+    assert state["now_sm_clock_mhz"] == 1755 and state["now_clock_event_reasons"] == 0x4
+
+
+# ----------------------------------------------------------------- clocks
+def test_amd_lock_readback_and_restore(amd: FakeState, tmp_path: Path) -> None:
+    saved = tmp_path / "clocks.json"
+    code, message = clocks.lock("amd", 0, 1900, saved, 15.0, settle_s=0.0)
+    assert code == 0, message
+    kept = json.loads(saved.read_text())
+    assert kept["previous"]["perf_level"] == "AUTO" and kept["previous"]["sm_clock_max_mhz"] == 2100
+    assert "perf_level.0 8" in amd.path.read_text()  # amdsmi_set_gpu_perf_determinism_mode ran
+    assert clocks.check("amd", 0, 1900, 15.0)[0] == 0
+    assert clocks.check("amd", 0, 2100, 15.0)[0] == 1
+    with pytest.raises(clocks.ClockError, match="already locked"):
+        clocks.lock("amd", 0, 1800, saved, 15.0, settle_s=0.0)
+    code, _ = clocks.restore(saved)
+    assert code == 0 and not saved.exists()
+    code, message = clocks.check("amd", 0, 1900, 15.0)
+    assert code == 1 and "perf level is AUTO" in message
+
+
+def test_amd_lock_that_does_not_take_is_reported(amd: FakeState, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    amd.set(set_ignored=1)
+    saved = tmp_path / "clocks.json"
+    args = ["--vendor", "amd", "--state-file", str(saved), "--settle-s", "0"]
+    assert clocks.main([*args, "--lock-sm", "1900"]) == 1
+    assert "not in effect: perf level is AUTO" in capsys.readouterr().err
+    assert saved.exists()  # the previous state is kept so --restore still works
+    amd.set(set_ignored=0, set_status=10)  # AMDSMI_STATUS_NO_PERM
+    assert clocks.main([*args, "--restore"]) == 2
+    assert "no permission" in capsys.readouterr().err
+
+
+def test_amd_lock_refused_leaves_no_state(amd: FakeState, tmp_path: Path) -> None:
+    amd.set(set_status=10)
+    saved = tmp_path / "clocks.json"
+    with pytest.raises(clocks.ClockError, match="no permission"):
+        clocks.lock("amd", 0, 1900, saved, 15.0, settle_s=0.0)
+    assert not saved.exists()
+
+
+def test_nvidia_lock_and_restore(nvml: types.ModuleType, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    saved = tmp_path / "clocks.json"
+    args = ["--vendor", "nvidia", "--state-file", str(saved), "--settle-s", "0"]
+    assert clocks.main([*args, "--lock-sm", "1980"]) == 0
+    assert ("lock", 0, 1980, 1980) in nvml.calls
+    assert json.loads(saved.read_text())["previous"]["sm_clock_mhz"] == 1755
+    assert clocks.main(["check", "--vendor", "nvidia", "--sm", "1980"]) == 0
+    assert clocks.main(["check", "--vendor", "nvidia", "--sm", "1500"]) == 1
+    assert clocks.main([*args, "--restore"]) == 0
+    assert ("reset", 0) in nvml.calls and not saved.exists()
+    assert clocks.main(["check", "--vendor", "nvidia", "--sm", "1980"]) == 1
+    assert "reads 1755 MHz, requested 1980" in capsys.readouterr().err
+
+
+def test_restore_without_state_is_a_clear_error(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    assert clocks.main(["--restore", "--state-file", str(tmp_path / "none.json")]) == 2
+    assert "no saved clock state" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- pages
+def _window(sm: float, sm_min: float, bits: int | None, temp: float = 60.0) -> dict:
+    return {"n_readings": 10, "sm_clock_mhz_min": sm_min, "sm_clock_mhz_median": sm,
+            "sm_clock_mhz_mean": sm, "mem_clock_mhz_median": 3201.0, "temperature_c_max": temp,
+            "power_w_mean": 650.0, "throttle_bits_or": bits, "energy_j": None}
+
+
+def _write(root: Path, monkeypatch: pytest.MonkeyPatch, commit: str, machine_name: str,
+           windows: list[dict], backend: str = "nvml", reason: str = "NVML") -> None:
+    monkeypatch.setenv("ASV_COMMIT", commit)
+    monkeypatch.setenv("KPERF_MACHINE", machine_name)
+    monkeypatch.setenv("ASV_ENV_NAME", "env1")
+    measurement = {"samples": [1e-3 + i * 1e-6 for i in range(len(windows))], "number": 50,
+                   "mode": "events", "settled": True, "telemetry_backend": backend,
+                   "telemetry_reason": reason, "windows": windows}
+    record.write_record("bench_gemm.GemmTime.track_time",
+                        {"case": "m4096", "dtype": "fp16", "backend": "triton"},
+                        {"kind": "time", "measurement": measurement, "gpu": "NVIDIA H200",
+                         "recorded_at": 1.0 if commit.startswith("a") else 2.0}, root)
+
+
+def test_telemetry_page_from_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "records"
+    _write(root, monkeypatch, "a" * 40, "h200-1",
+           [_window(1700, 1690, 0x4), _window(1650, 1400, 0x4 | 0x40, temp=88)])
+    _write(root, monkeypatch, "b" * 40, "mi300x-1",
+           [_window(2100, 2100, 1 << 36), _window(2100, 2050, 0)], backend="amdsmi",
+           reason="amdsmi 7.0.2; throttle bits: indep_throttle_status")
+    (root / "not-a-timing.json").write_text(json.dumps({"schema": "x", "kind": "static"}))
+    page = telemetry_pages.write_telemetry_pages(tmp_path / "html", root)
+    data = json.loads((tmp_path / "html" / "kperf" / "telemetry.json").read_text())
+    points = {p["machine"]: p for p in data["points"]}
+    assert set(points) == {"h200-1", "mi300x-1"}
+    h200 = points["h200-1"]
+    assert h200["commit"] == "a" * 40 and h200["params"]["case"] == "m4096"
+    assert h200["sm_clock_median_mhz"] == 1675 and h200["sm_clock_min_mhz"] == 1400
+    assert h200["mem_clock_median_mhz"] == 3201 and h200["temperature_max_c"] == 88
+    assert h200["power_mean_w"] == 650 and h200["throttle_bits_or"] == 0x44
+    assert h200["throttle_names"] == ["SwPowerCap", "HwThermalSlowdown"]
+    assert [s["throttle_bits_or"] for s in h200["per_sample"]] == [0x4, 0x44]
+    mi300 = points["mi300x-1"]
+    assert mi300["throttle_bits_or"] == 1 << 36 and mi300["throttle_names"] == ["TEMP_HOTSPOT"]
+    html = page.read_text()
+    inline = re.search(r'<script type="application/json" id="kperf-data">(.*?)</script>', html,
+                       re.S)
+    assert inline and json.loads(inline.group(1))["points"] == data["points"]
+
+
+def test_telemetry_page_escapes_and_handles_no_records(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    page = telemetry_pages.write_telemetry_pages(tmp_path / "html", tmp_path / "missing")
+    assert json.loads((page.parent / "telemetry.json").read_text())["points"] == []
+    root = tmp_path / "records"
+    _write(root, monkeypatch, "c" * 40, "</script><b>x", [_window(1000, 900, None)])
+    html = telemetry_pages.write_telemetry_pages(tmp_path / "html2", root).read_text()
+    assert "</script><b>" not in html and html.count("</script>") == 2
+    (root / "broken.json").write_text("{")
+    with pytest.raises(ValueError, match=r"broken\.json: not valid JSON"):
+        telemetry_pages.write_telemetry_pages(tmp_path / "html3", root)
