@@ -9,6 +9,7 @@ scales with 1 / clock the way a compute-bound kernel does. Commits:
     c0 (main)       base
     unchanged       c0 + a README edit
     regressed       c0 + twice the work per call
+    history         unchanged + twice the work + another README edit (for tools.bisect)
 """
 
 from __future__ import annotations
@@ -39,15 +40,16 @@ packages = ["toykern"]
 """
 
 PACKAGE = """\
-WORK = {work}
+import time
+
+WORK_S = {work}
 REGISTERS = 64
 
 
-def work(scale: float) -> int:
-    total = 0
-    for i in range(int(WORK * scale)):
-        total += i * i
-    return total
+def work(scale: float) -> None:
+    # Sleeping stands in for device work: unlike a busy loop, its duration hardly depends
+    # on the other processes sharing this machine's two cores.
+    time.sleep(WORK_S * scale)
 """
 
 ASV_CONF = {
@@ -86,10 +88,8 @@ NOMINAL_MHZ = 1980.0
 
 
 class _Event:
-    # The CPU time of the working thread plays the part of device time: like a GPU event
-    # it counts the work, not the other processes sharing the machine's two cores.
     def record(self):
-        self.t = time.thread_time()
+        self.t = time.perf_counter()
 
     def elapsed_time(self, end):
         return (end.t - self.t) * 1e3
@@ -200,7 +200,7 @@ def _build_toy(root: Path) -> dict[str, str]:
     shutil.copy(REPO / "benchmarks" / "__init__.py", repo / "benchmarks" / "__init__.py")
     (repo / "benchmarks" / "bench_toy.py").write_text(BENCH)
     (repo / "pyproject.toml").write_text(PYPROJECT)
-    (repo / "toykern" / "__init__.py").write_text(PACKAGE.format(work=60_000))
+    (repo / "toykern" / "__init__.py").write_text(PACKAGE.format(work=0.002))
     (repo / "asv.conf.json").write_text(json.dumps(ASV_CONF, indent=1))
     (repo / "thresholds.json").write_text(json.dumps(THRESHOLDS, indent=1))
     (repo / ".gitignore").write_text(".asv/\n.cache/\n__pycache__/\n")
@@ -210,8 +210,14 @@ def _build_toy(root: Path) -> dict[str, str]:
     (repo / "README").write_text("docs only\n")
     shas["unchanged"] = _commit(repo, "docs")
     _git(repo, "checkout", "-q", "-b", "regressed", "main")
-    (repo / "toykern" / "__init__.py").write_text(PACKAGE.format(work=120_000))
+    (repo / "toykern" / "__init__.py").write_text(PACKAGE.format(work=0.004))
     shas["regressed"] = _commit(repo, "twice the work")
+    # a linear history for the bisect helper: c0 -> docs -> regression -> docs
+    _git(repo, "checkout", "-q", "-b", "history", "unchanged")
+    (repo / "toykern" / "__init__.py").write_text(PACKAGE.format(work=0.004))
+    shas["history_regression"] = _commit(repo, "history: twice the work")
+    (repo / "README").write_text("more docs\n")
+    shas["history_tip"] = _commit(repo, "history: docs")
     _git(repo, "checkout", "-q", "main")
     return shas
 
@@ -294,3 +300,17 @@ def test_clock_drop_without_code_change_is_not_slow(toy: dict) -> None:
     assert "clocks differed" in time_case["reason"]
     assert 0.85 < time_case["cycles_ratio"] < 1.15
     assert code in (0, 3), log
+
+
+@pytest.mark.slow
+def test_bisect_names_the_commit_that_regressed(toy: dict) -> None:
+    case = "bench_toy.ToyTime.track_time('small')"
+    cmd = [sys.executable, "-m", "tools.bisect", toy["base"], "history", case,
+           "--repo", str(toy["repo"]), "--machine", MACHINE]
+    proc = subprocess.run(cmd, cwd=REPO, env=toy["env"], capture_output=True, text=True,
+                          timeout=600)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log
+    assert f"greatest regression at {toy['history_regression'][:7]}" in log
+    assert (toy["repo"] / ".asv" / "bisect-results" / MACHINE).is_dir()
+    assert not (toy["repo"] / ".asv" / "results" / MACHINE).exists()
