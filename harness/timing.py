@@ -123,6 +123,7 @@ def measure(
     plan: Plan | None = None,
     source: Source | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    sampler_period_s: float = 0.01,
 ) -> Measurement:
     """Time a kernel. ``calls`` are zero-argument launches over distinct input buffers."""
     plan = plan or Plan()
@@ -137,7 +138,7 @@ def measure(
     rep_s = estimate * runner.calls_per_rep
     reps = int(min(plan.max_reps, max(plan.min_reps, plan.min_trial_s / max(rep_s, 1e-9))))
 
-    with Sampler(source) as sampler:
+    with Sampler(source, period_s=sampler_period_s) as sampler:
         warmup_trials, warmup_s, settled = _warm_up(runner, reps, plan, sampler, clock)
         samples, windows, spans = [], [], []
         for _ in range(plan.trials):

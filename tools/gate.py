@@ -954,6 +954,21 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def pr_subset(thresholds_path: Path) -> list[str]:
+    """The benchmarks a PR is gated on by default: ``pr_subset`` of the thresholds file."""
+    subset = json.loads(thresholds_path.read_text()).get("pr_subset", [])
+    if not isinstance(subset, list) or not all(isinstance(r, str) for r in subset):
+        raise GateError(f"{thresholds_path}: 'pr_subset' must be a list of regex strings",
+                        EXIT_INCONCLUSIVE)
+    for regex in subset:
+        try:
+            re.compile(regex)
+        except re.error as err:
+            raise GateError(f"{thresholds_path}: pr_subset regex {regex!r}: {err}",
+                            EXIT_INCONCLUSIVE) from err
+    return subset
+
+
 def _prepare(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds) -> dict:
     if args.no_run:
         return read_state(pr_dir)
@@ -968,7 +983,7 @@ def _prepare(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds)
         from tools.asvrun import CPU_SUITES, has_gpu
 
         cpu_only = not has_gpu()
-        benches = [CPU_SUITES] if cpu_only else []
+        benches = [CPU_SUITES] if cpu_only else pr_subset(th.path)
     machine = ensure_machine(args.machine)
     if pr_dir.exists():
         shutil.rmtree(pr_dir)  # the gate's own scratch: every run starts clean

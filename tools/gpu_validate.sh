@@ -21,10 +21,22 @@ for step in "$@"; do
       python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tee "$out/gpu_tests.txt" | tail -30 ;;
     noise)
       python3 -m tools.noise collect --out "$out/noise.json" ;;
-    perf:*)
-      IFS=: read -r _ ops cases <<<"$step"
-      python3 -m tools.perf --ops "$ops" ${cases:+--cases "$cases"} --out "$out/perf_${ops//,/_}.json" \
-        --markdown "$out/perf_${ops//,/_}.md" 2>&1 | tail -60 ;;
+    perf:*)  # perf:<ops>[:cases[:per-op]]
+      IFS=: read -r _ ops cases per_op <<<"$step"
+      timeout "${STEP_TIMEOUT:-300}" python3 -m tools.perf --ops "$ops" ${cases:+--cases "$cases"} \
+        --per-op "${per_op:-2}" --plan '{"trials": 6}' --out "$out/perf.json" \
+        --markdown "$out/perf.md" > "$out/perf.log" 2>&1
+      grep -v TileLang "$out/perf.log" | tail -50 ;;
+    sampler)
+      python3 -m tools.noise collect --kinds gemm --sampler-only --rounds 16 \
+        --out "$out/sampler.json" 2>&1 | tail -3 ;;
+    gate-aa:*)  # an A/A gate run: HEAD against an empty commit on top of it
+      regex=${step#gate-aa:}
+      git -c user.email=k@p -c user.name=kperf commit -q --allow-empty -m "A/A: no change"
+      /usr/bin/time -f "gate wall %e s" timeout "${STEP_TIMEOUT:-300}" python3 -m tools.gate \
+        --base HEAD~1 --head HEAD -b "$regex" --rounds 3 --label sm_90 --out "$out/gate" \
+        > "$out/gate.log" 2>&1
+      echo "gate exit $?"; tail -5 "$out/gate.log"; cat "$out/gate/gate.md" 2>/dev/null | head -30 ;;
     asv:*)
       regex=${step#asv:}
       /usr/bin/time -f "asv wall %e s" python3 -m tools.bench --no-publish -b "$regex" 2>&1 | tail -40

@@ -24,6 +24,7 @@ from typing import Any
 from harness.timing import Plan
 
 SLOWDOWNS = (0.0, 0.01, 0.03, 0.05)
+SAMPLER_PERIODS_S = (0.01, 0.05, 0.1)
 TRIAL_PLAN = dict(trials=1, min_trial_s=0.1, warmup_min_s=0.0, settle_trials=1)
 
 
@@ -40,7 +41,8 @@ def _kernels(kind: str, slowdown: float):
     return [lambda: dst.copy_(src)], 8.0 * n
 
 
-def collect(rounds: int, out: Path) -> dict[str, Any]:
+def collect(rounds: int, out: Path, kinds: tuple[str, ...] = ("gemm", "copy"),
+            sampler_only: bool = False) -> dict[str, Any]:
     from harness.device import TorchDevice
     from harness.telemetry import NullSource, open_source
     from harness.timing import measure
@@ -51,10 +53,10 @@ def collect(rounds: int, out: Path) -> dict[str, Any]:
                             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                             "trials": [], "sampler_ab": []}
     start = time.time()
-    for kind in ("gemm", "copy"):
+    for kind in kinds:
         variants = {s: _kernels(kind, s)[0] for s in SLOWDOWNS}
         measure(variants[0.0], device, Plan(trials=1, warmup_min_s=2.0), source)  # settle
-        for r in range(rounds):
+        for r in range(0 if sampler_only else rounds):
             order = SLOWDOWNS if r % 2 == 0 else tuple(reversed(SLOWDOWNS))
             for s in order:
                 m = measure(variants[s], device, Plan(**TRIAL_PLAN), source)
@@ -66,10 +68,13 @@ def collect(rounds: int, out: Path) -> dict[str, Any]:
                                        "throttle_bits": w.throttle_bits_or,
                                        "power_w": w.power_w_mean})
         for r in range(rounds // 2):  # sampler cost: same kernel, with and without telemetry
-            for with_sampler in ((True, False) if r % 2 == 0 else (False, True)):
-                src = source if with_sampler else NullSource("A/B without sampler")
-                m = measure(variants[0.0], device, Plan(trials=3, warmup_min_s=0.0), src)
-                data["sampler_ab"].append({"kernel": kind, "sampler": with_sampler,
+            periods = (0.0, *SAMPLER_PERIODS_S)
+            for period in periods if r % 2 == 0 else tuple(reversed(periods)):
+                src = source if period else NullSource("A/B without sampler")
+                m = measure(variants[0.0], device, Plan(trials=3, warmup_min_s=0.0), src,
+                            sampler_period_s=period or 0.01)
+                data["sampler_ab"].append({"kernel": kind, "sampler": bool(period),
+                                           "period_s": period,
                                            "seconds": statistics.median(m.samples)})
         del variants
     data["wall_s"] = time.time() - start
@@ -84,11 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("collect")
     c.add_argument("--rounds", type=int, default=24)
     c.add_argument("--out", type=Path, default=Path("noise.json"))
+    c.add_argument("--kinds", default="gemm,copy")
+    c.add_argument("--sampler-only", action="store_true", help="only the sampler A/B")
     e = sub.add_parser("evaluate")
     e.add_argument("path", type=Path)
     args = parser.parse_args(argv)
     if args.cmd == "collect":
-        data = collect(args.rounds, args.out)
+        data = collect(args.rounds, args.out, tuple(args.kinds.split(",")), args.sampler_only)
         print(f"{len(data['trials'])} trials in {data['wall_s']:.0f} s -> {args.out}")
         return 0
     from tools.noise_eval import report

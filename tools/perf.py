@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                    else f"{row['status'].upper()}: {row['error'].splitlines()[0][:160]}")
         print(f"{spec['op']:>10} {spec['case']:<32} {spec['dtype']:<8} {spec['backend']:<9} "
               f"{summary}", flush=True)
+        args.out.write_text(json.dumps({"meta": {"partial": True}, "rows": rows}, indent=1))
     attach_baselines(rows)
     gpu = next((r["gpu"] for r in rows if r.get("gpu")), "unknown GPU")
     meta = {"gpu": gpu, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)),
