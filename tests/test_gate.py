@@ -27,7 +27,7 @@ TIME = "bench_x.XTime.track_time"
 NAN = float("nan")
 
 
-def _samples(level: float, n: int, seed: int, cov: float = 0.01) -> list[float]:
+def _samples(level: float, n: int, seed: int, cov: float = 0.003) -> list[float]:
     rng = np.random.default_rng(seed)
     return [float(x) for x in level * (1 + cov * rng.standard_normal(n))]
 

@@ -535,15 +535,24 @@ def finish(tested: Tested, q_value: float, alpha: float) -> Verdict:
         return v
     cycle_label = stats.label(tested.cycles, q_value, tested.min_ratio, alpha)
     clocks = f"clocks differed (base {v.clock_base_mhz:.0f} MHz, head {v.clock_head_mhz:.0f} MHz)"
-    if time_label == cycle_label:
+    if time_label == cycle_label and time_label != "NOISY":
         _apply(v, time_label, f"{clocks}; holds in cycles (x{tested.cycles.ratio:.3f})")
+        return v
+    v.verdict = "INCONCLUSIVE"
+    if cycle_label in ("SAME", "NOISY") and _outside_band(tested.time, tested.min_ratio):
+        why = "the change does not hold in cycles"
+    elif time_label == cycle_label:
+        why = "too noisy in both time and cycles"
     else:
-        v.verdict = "INCONCLUSIVE"
-        why = ("the change does not hold in cycles" if cycle_label == "SAME"
-               else "time and cycles disagree")
-        v.reason = (f"{clocks}: time {_fmt_cmp(tested.time)}, cycles {_fmt_cmp(tested.cycles)}"
-                    f"; {why}")
+        why = "time and cycles disagree"
+    v.reason = (f"{clocks}: time {_fmt_cmp(tested.time)}, cycles {_fmt_cmp(tested.cycles)}"
+                f"; {why}")
     return v
+
+
+def _outside_band(c: stats.Comparison, min_ratio: float) -> bool:
+    """The whole interval lies beyond the class threshold: a clear change in this quantity."""
+    return c.ci_low > 1.0 + min_ratio or c.ci_high < 1.0 / (1.0 + min_ratio)
 
 
 def _fmt_cmp(c: stats.Comparison) -> str:
