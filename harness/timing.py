@@ -60,6 +60,7 @@ class Measurement:
     telemetry_backend: str
     telemetry_reason: str
     windows: list[WindowStats] = field(default_factory=list)
+    telemetry_read_errors: int = 0
     trial_spans_s: list[float] = field(default_factory=list)
 
     def asv_result(self) -> dict[str, Any]:
@@ -123,7 +124,7 @@ def measure(
     plan: Plan | None = None,
     source: Source | None = None,
     clock: Callable[[], float] = time.perf_counter,
-    sampler_period_s: float = 0.01,
+    sampler_period_s: float = 0.05,
 ) -> Measurement:
     """Time a kernel. ``calls`` are zero-argument launches over distinct input buffers."""
     plan = plan or Plan()
@@ -166,6 +167,7 @@ def measure(
         telemetry_backend=source.backend,
         telemetry_reason=source.reason,
         windows=windows,
+        telemetry_read_errors=sampler.errors,
         trial_spans_s=spans,
     )
 

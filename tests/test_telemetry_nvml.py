@@ -59,6 +59,12 @@ def fake_pynvml(energy_supported: bool = True) -> types.ModuleType:
     mod.nvmlInit = lambda: log("init")
     mod.nvmlShutdown = lambda: log("shutdown")
     mod.nvmlDeviceGetHandleByIndex = handle
+
+    def by_uuid(uuid: bytes) -> int:
+        log("uuid", uuid)
+        return 7
+
+    mod.nvmlDeviceGetHandleByUUID = by_uuid
     mod.nvmlDeviceGetClockInfo = clock
     mod.nvmlDeviceGetMaxClockInfo = max_clock
     mod.nvmlDeviceGetTemperature = lambda h, kind: 57
@@ -107,6 +113,11 @@ def test_cuda_visible_devices_maps_to_the_nvml_index(nvml: types.ModuleType,
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     NvmlSource(1)
     assert ("handle", 1) in nvml.calls
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-30d957fc-b609,GPU-aaaa")
+    NvmlSource(0)
+    assert ("uuid", b"GPU-30d957fc-b609") in nvml.calls
+    with pytest.raises(IndexError, match="CUDA_VISIBLE_DEVICES"):
+        NvmlSource(2)
 
 
 def test_energy_unsupported_is_asked_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -107,7 +107,8 @@ def test_measure_records_a_clock_drop_in_the_windows() -> None:
     gpu = GpuModel(mhz=2100, drop_to=1400, drop_after_syncs=1 + 3 + 3)
     plan = timing.Plan(trials=6, min_trial_s=0.03, min_reps=5, warmup_min_s=0.0,
                        warmup_max_s=5.0, flush_l2=False, estimate_calls=3)
-    m = timing.measure([gpu.run_call], FakeDevice(gpu), plan, LaggedSource(gpu))
+    m = timing.measure([gpu.run_call], FakeDevice(gpu), plan, LaggedSource(gpu),
+                       sampler_period_s=0.01)
     assert m.warmup_trials == 3 and m.settled
     assert m.telemetry_backend == "scripted" and len(m.windows) == 6
     medians = [w.sm_clock_mhz_median for w in m.windows]

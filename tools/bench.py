@@ -63,7 +63,11 @@ def main(argv: list[str] | None = None) -> int:
         pub = run_asv(["publish"], env).returncode
         if pub != 0:
             return pub
+        from tools.telemetry_pages import write_telemetry_pages
+
+        pages = write_telemetry_pages(REPO / "html", REPO / ".asv" / "records")
         print(f"site: {REPO / 'html' / 'index.html'}  (serve with: python -m asv preview)")
+        print(f"clocks and throttle state per sample: {pages}")
     return rc
 
 

@@ -22,20 +22,29 @@ class NvmlSource:
 
         self._nvml = pynvml
         pynvml.nvmlInit()
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(self._index(device_index))
+        self._handle = self._handle_for(device_index)
         self.reason = "NVML"
         self._energy_ok = True
 
-    @staticmethod
-    def _index(device_index: int) -> int:
-        """Map torch's device index through CUDA_VISIBLE_DEVICES (NVML sees every GPU)."""
+    def _handle_for(self, device_index: int):
+        """The NVML handle of torch's device ``device_index``.
+
+        NVML sees every GPU; torch sees those CUDA_VISIBLE_DEVICES lists, by index, UUID
+        or MIG UUID. An index beyond the list is an error naming the variable.
+        """
         import os
 
+        n = self._nvml
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
         entries = [v.strip() for v in visible.split(",") if v.strip()]
-        if entries and entries[device_index].isdigit():
-            return int(entries[device_index])
-        return device_index
+        if not entries:
+            return n.nvmlDeviceGetHandleByIndex(device_index)
+        if device_index >= len(entries):
+            raise IndexError(f"device {device_index} is not in CUDA_VISIBLE_DEVICES={visible!r}")
+        entry = entries[device_index]
+        if entry.isdigit():
+            return n.nvmlDeviceGetHandleByIndex(int(entry))
+        return n.nvmlDeviceGetHandleByUUID(entry.encode() if isinstance(entry, str) else entry)
 
     def read(self) -> Reading:
         n, h = self._nvml, self._handle
