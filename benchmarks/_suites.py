@@ -180,3 +180,26 @@ class _CompileTime:
         return {"samples": samples, "number": 1}
 
     track_compile.unit = "seconds"
+
+
+_FIGURES = (("Registers", "registers", "registers"), ("Scratch", "scratch_bytes", "bytes"),
+            ("SharedMem", "shared_bytes", "bytes"), ("Occupancy", "occupancy", "waves"))
+
+
+def cpu_suites(prefix: str, op: str, case: str, module: str,
+               dtypes: tuple[str, ...] = ("fp16",)) -> tuple[type, ...]:
+    """The suites that need no GPU, for one representative case of an op.
+
+    Returns ``<prefix>Registers, <prefix>Scratch, <prefix>SharedMem, <prefix>Occupancy,
+    <prefix>Compile``; assign them to those names in the bench module, so asv finds each
+    under the name it was given.
+    """
+    params = (["gfx942", "sm_90a"], list(dtypes), ["tilelang", "triton"])
+    made: list[type] = []
+    for suffix, figure, unit in _FIGURES:
+        made.append(type(f"{prefix}{suffix}", (_StaticFigure,), {
+            "op": op, "case": case, "figure": figure, "unit": unit, "params": params,
+            "__module__": module}))
+    made.append(type(f"{prefix}Compile", (_CompileTime,), {
+        "op": op, "case": case, "params": params, "__module__": module}))
+    return tuple(made)

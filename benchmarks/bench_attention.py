@@ -1,6 +1,6 @@
 """Flash-attention forward: TileLang and Triton against torch SDPA's flash backend."""
 
-from ._suites import _CompileTime, _StaticFigure, _TimeSuite
+from ._suites import _TimeSuite, cpu_suites
 
 
 class AttentionTime(_TimeSuite):
@@ -14,21 +14,5 @@ class AttentionTime(_TimeSuite):
     )
 
 
-class AttentionRegisters(_StaticFigure):
-    op, case, figure, unit = "attention", "llama3-8b.prefill-4k", "registers", "registers"
-
-
-class AttentionScratch(_StaticFigure):
-    op, case, figure, unit = "attention", "llama3-8b.prefill-4k", "scratch_bytes", "bytes"
-
-
-class AttentionSharedMem(_StaticFigure):
-    op, case, figure, unit = "attention", "llama3-8b.prefill-4k", "shared_bytes", "bytes"
-
-
-class AttentionOccupancy(_StaticFigure):
-    op, case, figure, unit = "attention", "llama3-8b.prefill-4k", "occupancy", "waves"
-
-
-class AttentionCompile(_CompileTime):
-    op, case = "attention", "llama3-8b.prefill-4k"
+(AttentionRegisters, AttentionScratch, AttentionSharedMem, AttentionOccupancy,
+ AttentionCompile) = cpu_suites("Attention", "attention", "llama3-8b.prefill-4k", __name__)

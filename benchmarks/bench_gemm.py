@@ -1,6 +1,6 @@
 """GEMM: TileLang and Triton against torch.matmul."""
 
-from ._suites import _CompileTime, _StaticFigure, _TimeSuite
+from ._suites import _TimeSuite, cpu_suites
 
 
 class GemmTime(_TimeSuite):
@@ -14,21 +14,5 @@ class GemmTime(_TimeSuite):
     )
 
 
-class GemmRegisters(_StaticFigure):
-    op, case, figure, unit = "gemm", "square-4096", "registers", "registers"
-
-
-class GemmScratch(_StaticFigure):
-    op, case, figure, unit = "gemm", "square-4096", "scratch_bytes", "bytes"
-
-
-class GemmSharedMem(_StaticFigure):
-    op, case, figure, unit = "gemm", "square-4096", "shared_bytes", "bytes"
-
-
-class GemmOccupancy(_StaticFigure):
-    op, case, figure, unit = "gemm", "square-4096", "occupancy", "waves"
-
-
-class GemmCompile(_CompileTime):
-    op, case = "gemm", "square-4096"
+(GemmRegisters, GemmScratch, GemmSharedMem, GemmOccupancy,
+ GemmCompile) = cpu_suites("Gemm", "gemm", "square-4096", __name__)

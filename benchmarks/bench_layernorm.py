@@ -1,6 +1,6 @@
 """LayerNorm: TileLang and Triton against torch.nn.functional.layer_norm."""
 
-from ._suites import _CompileTime, _StaticFigure, _TimeSuite
+from ._suites import _TimeSuite, cpu_suites
 
 
 class LayernormTime(_TimeSuite):
@@ -12,21 +12,5 @@ class LayernormTime(_TimeSuite):
     )
 
 
-class LayernormRegisters(_StaticFigure):
-    op, case, figure, unit = "layernorm", "falcon-40b.hidden", "registers", "registers"
-
-
-class LayernormScratch(_StaticFigure):
-    op, case, figure, unit = "layernorm", "falcon-40b.hidden", "scratch_bytes", "bytes"
-
-
-class LayernormSharedMem(_StaticFigure):
-    op, case, figure, unit = "layernorm", "falcon-40b.hidden", "shared_bytes", "bytes"
-
-
-class LayernormOccupancy(_StaticFigure):
-    op, case, figure, unit = "layernorm", "falcon-40b.hidden", "occupancy", "waves"
-
-
-class LayernormCompile(_CompileTime):
-    op, case = "layernorm", "falcon-40b.hidden"
+(LayernormRegisters, LayernormScratch, LayernormSharedMem, LayernormOccupancy,
+ LayernormCompile) = cpu_suites("Layernorm", "layernorm", "falcon-40b.hidden", __name__)

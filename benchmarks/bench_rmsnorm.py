@@ -1,6 +1,6 @@
 """RMSNorm: TileLang and Triton against torch.nn.functional.rms_norm."""
 
-from ._suites import _CompileTime, _StaticFigure, _TimeSuite
+from ._suites import _TimeSuite, cpu_suites
 
 
 class RmsnormTime(_TimeSuite):
@@ -12,21 +12,5 @@ class RmsnormTime(_TimeSuite):
     )
 
 
-class RmsnormRegisters(_StaticFigure):
-    op, case, figure, unit = "rmsnorm", "llama3-8b.hidden", "registers", "registers"
-
-
-class RmsnormScratch(_StaticFigure):
-    op, case, figure, unit = "rmsnorm", "llama3-8b.hidden", "scratch_bytes", "bytes"
-
-
-class RmsnormSharedMem(_StaticFigure):
-    op, case, figure, unit = "rmsnorm", "llama3-8b.hidden", "shared_bytes", "bytes"
-
-
-class RmsnormOccupancy(_StaticFigure):
-    op, case, figure, unit = "rmsnorm", "llama3-8b.hidden", "occupancy", "waves"
-
-
-class RmsnormCompile(_CompileTime):
-    op, case = "rmsnorm", "llama3-8b.hidden"
+(RmsnormRegisters, RmsnormScratch, RmsnormSharedMem, RmsnormOccupancy,
+ RmsnormCompile) = cpu_suites("Rmsnorm", "rmsnorm", "llama3-8b.hidden", __name__)

@@ -1,6 +1,6 @@
 """Softmax: TileLang and Triton against torch.softmax."""
 
-from ._suites import _CompileTime, _StaticFigure, _TimeSuite
+from ._suites import _TimeSuite, cpu_suites
 
 
 class SoftmaxTime(_TimeSuite):
@@ -13,21 +13,5 @@ class SoftmaxTime(_TimeSuite):
     )
 
 
-class SoftmaxRegisters(_StaticFigure):
-    op, case, figure, unit = "softmax", "llama3-8b.logits-4k", "registers", "registers"
-
-
-class SoftmaxScratch(_StaticFigure):
-    op, case, figure, unit = "softmax", "llama3-8b.logits-4k", "scratch_bytes", "bytes"
-
-
-class SoftmaxSharedMem(_StaticFigure):
-    op, case, figure, unit = "softmax", "llama3-8b.logits-4k", "shared_bytes", "bytes"
-
-
-class SoftmaxOccupancy(_StaticFigure):
-    op, case, figure, unit = "softmax", "llama3-8b.logits-4k", "occupancy", "waves"
-
-
-class SoftmaxCompile(_CompileTime):
-    op, case = "softmax", "llama3-8b.logits-4k"
+(SoftmaxRegisters, SoftmaxScratch, SoftmaxSharedMem, SoftmaxOccupancy,
+ SoftmaxCompile) = cpu_suites("Softmax", "softmax", "llama3-8b.logits-4k", __name__)

@@ -1,6 +1,6 @@
 """SwiGLU: TileLang and Triton against F.silu(x) * g in torch."""
 
-from ._suites import _CompileTime, _StaticFigure, _TimeSuite
+from ._suites import _TimeSuite, cpu_suites
 
 
 class SwigluTime(_TimeSuite):
@@ -12,21 +12,5 @@ class SwigluTime(_TimeSuite):
     )
 
 
-class SwigluRegisters(_StaticFigure):
-    op, case, figure, unit = "swiglu", "llama3-8b.mlp", "registers", "registers"
-
-
-class SwigluScratch(_StaticFigure):
-    op, case, figure, unit = "swiglu", "llama3-8b.mlp", "scratch_bytes", "bytes"
-
-
-class SwigluSharedMem(_StaticFigure):
-    op, case, figure, unit = "swiglu", "llama3-8b.mlp", "shared_bytes", "bytes"
-
-
-class SwigluOccupancy(_StaticFigure):
-    op, case, figure, unit = "swiglu", "llama3-8b.mlp", "occupancy", "waves"
-
-
-class SwigluCompile(_CompileTime):
-    op, case = "swiglu", "llama3-8b.mlp"
+(SwigluRegisters, SwigluScratch, SwigluSharedMem, SwigluOccupancy,
+ SwigluCompile) = cpu_suites("Swiglu", "swiglu", "llama3-8b.mlp", __name__)
