@@ -65,6 +65,7 @@ def fake_pynvml(energy_supported: bool = True) -> types.ModuleType:
         return 7
 
     mod.nvmlDeviceGetHandleByUUID = by_uuid
+    mod.nvmlDeviceGetIndex = lambda h: h  # the fake's handles are the indices
     mod.nvmlDeviceGetClockInfo = clock
     mod.nvmlDeviceGetMaxClockInfo = max_clock
     mod.nvmlDeviceGetTemperature = lambda h, kind: 57

@@ -40,13 +40,13 @@ class NvidiaClocks:
     def __init__(self, device: int) -> None:
         import pynvml
 
-        from harness.telemetry.nvml import NvmlSource
+        from harness.telemetry.nvml import nvml_handle
 
         self.n = pynvml
         try:
             pynvml.nvmlInit()
-            self.index = NvmlSource._index(device)
-            self.handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
+            self.handle = nvml_handle(pynvml, device)
+            self.index = int(pynvml.nvmlDeviceGetIndex(self.handle))
         except pynvml.NVMLError as err:
             raise ClockError(f"NVML: {err}") from None
 

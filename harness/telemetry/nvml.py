@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from typing import Any
 
@@ -11,6 +12,24 @@ from harness.telemetry.base import Reading
 # NVML refreshes clocks and power about every 100 ms and trails the work by ~50 ms
 # (measured on the H200, shared/DESIGN.md); readings are shifted by this lag.
 NVML_LAG_S = 0.05
+
+
+def nvml_handle(nvml, device_index: int):
+    """The NVML handle of torch's device ``device_index``.
+
+    NVML sees every GPU; torch sees those CUDA_VISIBLE_DEVICES lists, by index, UUID or
+    MIG UUID. An index beyond the list is an error naming the variable.
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    entries = [v.strip() for v in visible.split(",") if v.strip()]
+    if not entries:
+        return nvml.nvmlDeviceGetHandleByIndex(device_index)
+    if device_index >= len(entries):
+        raise IndexError(f"device {device_index} is not in CUDA_VISIBLE_DEVICES={visible!r}")
+    entry = entries[device_index]
+    if entry.isdigit():
+        return nvml.nvmlDeviceGetHandleByIndex(int(entry))
+    return nvml.nvmlDeviceGetHandleByUUID(entry.encode())
 
 
 class NvmlSource:
@@ -22,29 +41,9 @@ class NvmlSource:
 
         self._nvml = pynvml
         pynvml.nvmlInit()
-        self._handle = self._handle_for(device_index)
+        self._handle = nvml_handle(pynvml, device_index)
         self.reason = "NVML"
         self._energy_ok = True
-
-    def _handle_for(self, device_index: int):
-        """The NVML handle of torch's device ``device_index``.
-
-        NVML sees every GPU; torch sees those CUDA_VISIBLE_DEVICES lists, by index, UUID
-        or MIG UUID. An index beyond the list is an error naming the variable.
-        """
-        import os
-
-        n = self._nvml
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
-        entries = [v.strip() for v in visible.split(",") if v.strip()]
-        if not entries:
-            return n.nvmlDeviceGetHandleByIndex(device_index)
-        if device_index >= len(entries):
-            raise IndexError(f"device {device_index} is not in CUDA_VISIBLE_DEVICES={visible!r}")
-        entry = entries[device_index]
-        if entry.isdigit():
-            return n.nvmlDeviceGetHandleByIndex(int(entry))
-        return n.nvmlDeviceGetHandleByUUID(entry.encode() if isinstance(entry, str) else entry)
 
     def read(self) -> Reading:
         n, h = self._nvml, self._handle
