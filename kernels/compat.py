@@ -10,6 +10,14 @@ do not. Known moves:
   dialect ``tilelang.rocm.language``; ``tilelang.language`` is the CUDA dialect.
 - Triton 3.9 warns that the default of ``TRITON_DEFAULT_FP_FUSION`` changes in 3.10:
   we pin fp fusion on explicitly so cross-version numbers do not shift for that reason.
+- Triton 3.3: ``ASTSource`` takes ``constexprs=`` and constexpr arguments belong in the
+  signature (before: ``constants=``); the ahead-of-time paths need 3.3 or newer.
+
+Version drift (a stack older or newer than the kernels were written for) ends in
+``kernels.op.Unsupported`` naming the feature and the version, which asv records as a
+skip with that reason: ``require`` checks the known minimum of a feature, ``api_guard``
+turns an API error on a version outside ``TESTED`` into a skip (inside it, an error is a
+real failure and propagates).
 """
 
 from __future__ import annotations
@@ -19,9 +27,11 @@ import importlib
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from kernels.op import Unsupported
 from kernels.targets import Target
 
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -35,6 +45,83 @@ def version_tuple(version: str) -> tuple[int, ...]:
             break
         parts.append(int(digits))
     return tuple(parts)
+
+
+# ---------------------------------------------------------------- version drift
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A compiler API the kernels use, and the releases that have it."""
+
+    package: str  # "triton" | "tilelang"
+    since: tuple[int, ...] = ()  # first release with it
+    until: tuple[int, ...] | None = None  # first release without it
+    why: str = ""
+
+
+FEATURES: dict[str, Feature] = {
+    "triton.aot": Feature("triton", (3, 3), None,
+                          "ahead-of-time compile of ASTSource(constexprs=...) for a target "
+                          "that is not present (Triton < 3.3 took constants=)"),
+    "tilelang.determine_target": Feature("tilelang", (), None,
+                                         "target scope for lowering (moved in 0.1.12; "
+                                         "both locations are tried)"),
+}
+
+# Releases the kernels' compile paths were run on (tests and tools/matrix.py). Outside
+# these, an API error is version drift; inside them, it is a bug.
+TESTED: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    "triton": ((3, 6), (3, 8)),
+    "tilelang": ((0, 1, 15), (0, 1, 15)),
+}
+
+_DRIFT_ERRORS = (ImportError, AttributeError, TypeError)
+
+
+def installed_version(package: str) -> str:
+    """The version of the compiler this process imports (not pip's view of the env)."""
+    return str(importlib.import_module(package).__version__)
+
+
+def _fmt(version: tuple[int, ...]) -> str:
+    return ".".join(map(str, version))
+
+
+def _at_least(version: tuple[int, ...], bound: tuple[int, ...]) -> bool:
+    return version[:len(bound)] >= bound
+
+
+def require(feature: str) -> None:
+    """Raise ``Unsupported`` when this stack's compiler lacks ``feature``."""
+    spec = FEATURES[feature]
+    text = installed_version(spec.package)
+    version = version_tuple(text)
+    if spec.since and not _at_least(version, spec.since):
+        raise Unsupported(f"{feature} needs {spec.package} >= {_fmt(spec.since)}, this stack "
+                          f"has {spec.package} {text}: {spec.why}")
+    if spec.until is not None and _at_least(version, spec.until):
+        raise Unsupported(f"{feature} was removed in {spec.package} {_fmt(spec.until)}, this "
+                          f"stack has {spec.package} {text}: {spec.why}")
+
+
+def tested(package: str, version: tuple[int, ...]) -> bool:
+    low, high = TESTED[package]
+    return _at_least(version, low) and version[:len(high)] <= high
+
+
+@contextlib.contextmanager
+def api_guard(package: str, feature: str) -> Iterator[None]:
+    """Inside: calls into ``package``. An API error there on an untested release is drift."""
+    try:
+        yield
+    except _DRIFT_ERRORS as err:
+        text = installed_version(package)
+        if tested(package, version_tuple(text)):
+            raise
+        low, high = TESTED[package]
+        raise Unsupported(f"{feature} failed on {package} {text}, outside the tested "
+                          f"{_fmt(low)}..{_fmt(high)}: {type(err).__name__}: {err}") from err
 
 
 # ---------------------------------------------------------------- TileLang
@@ -67,15 +154,18 @@ def _determine_target():
     for module in ("tilelang.backend.target", "tilelang.utils.target"):
         with contextlib.suppress(ModuleNotFoundError, AttributeError):
             return importlib.import_module(module).determine_target
-    raise ImportError("this TileLang has no determine_target "
-                      "(looked in tilelang.backend.target and tilelang.utils.target)")
+    raise Unsupported(f"tilelang.determine_target: this stack's tilelang "
+                      f"{installed_version('tilelang')} has none (looked in "
+                      f"tilelang.backend.target and tilelang.utils.target)")
 
 
 @contextlib.contextmanager
 def tilelang_target_scope(target: Target) -> Iterator[dict[str, str]]:
     """Lowering reads ``Target.current()`` (T.clear/T.fill), so lower inside this scope."""
     spec = target.tilelang_target
-    with _determine_target()(spec, return_object=True):
+    with api_guard("tilelang", "tilelang.determine_target"):
+        scope = _determine_target()(spec, return_object=True)
+    with scope:
         yield spec
 
 
@@ -96,16 +186,17 @@ def _device_attrs(device_mod) -> dict[str, Any]:
 def tilelang_lower_source(prim_func, target: Target) -> tuple[str, dict[str, Any]]:
     """Lower to device source without a GPU or a device compiler: (source, kernel attrs)."""
     tl = tilelang()
-    with tilelang_target_scope(target) as spec:
+    with tilelang_target_scope(target) as spec, api_guard("tilelang", "tilelang.lower"):
         artifact = tl.lower(prim_func, target=spec)
-    return artifact.kernel_source, _device_attrs(artifact.device_mod)
+        return artifact.kernel_source, _device_attrs(artifact.device_mod)
 
 
 def tilelang_compile(prim_func, target: Target | None = None, out_idx=(-1,), **kwargs):
     """Compile to a runnable kernel (target None: the visible GPU)."""
     tl = tilelang()
     spec = "auto" if target is None else target.tilelang_target
-    return tl.compile(prim_func, out_idx=list(out_idx), target=spec, **kwargs)
+    with api_guard("tilelang", "tilelang.compile"):
+        return tl.compile(prim_func, out_idx=list(out_idx), target=spec, **kwargs)
 
 
 # ---------------------------------------------------------------- Triton
@@ -120,11 +211,13 @@ def triton_gpu_target(target: Target):
 def triton_aot(fn, signature: dict[str, str], constexprs: dict[str, Any], target: Target,
                options: dict[str, Any]):
     """Compile a ``@triton.jit`` function ahead of time for a target that need not be present."""
-    import triton
-    from triton.compiler import ASTSource
+    require("triton.aot")
+    with api_guard("triton", "triton.aot"):
+        import triton
+        from triton.compiler import ASTSource
 
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-    return triton.compile(src, target=triton_gpu_target(target), options=options)
+        src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+        return triton.compile(src, target=triton_gpu_target(target), options=options)
 
 
 def triton_aot_aligned(fn, signature: dict[str, str], constexprs: dict[str, Any], target: Target,
@@ -136,6 +229,7 @@ def triton_aot_aligned(fn, signature: dict[str, str], constexprs: dict[str, Any]
     Without it, memory-bound kernels compile without vectorized loads and their static
     figures describe code that never runs.
     """
+    require("triton.aot")
     import triton
     from triton.compiler import ASTSource
 
@@ -147,8 +241,9 @@ def triton_aot_aligned(fn, signature: dict[str, str], constexprs: dict[str, Any]
         if target.vendor == "amd" and buffer_ops and signature[name].startswith("*"):
             marks.append(["tt.pointer_range", 32])
         attrs[(fn.arg_names.index(name),)] = marks
-    src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=triton_gpu_target(target), options=options)
+    with api_guard("triton", "triton.aot"):
+        src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+        return triton.compile(src, target=triton_gpu_target(target), options=options)
 
 
 def triton_dtype(dtype: str) -> str:

@@ -9,6 +9,7 @@ so that listing an op never pays for an import.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,3 +101,41 @@ def torch_dtype(name: str):
         "fp32": torch.float32,
         "fp8e4m3": torch.float8_e4m3fn,
     }[name]
+
+
+def compiled_backend(name: str, module: str) -> Backend:
+    """A backend whose ``build`` and ``aot`` live in ``module``, imported only when used.
+
+    Listing an op then never imports its compiler (TileLang's import alone takes ~3 s, and
+    must not happen before asv's fork server forks on a GPU machine).
+    """
+
+    def build(case: Case, dtype: str, target: Target) -> Build:
+        return importlib.import_module(module).build(case, dtype, target)
+
+    def aot(case: Case, dtype: str, target: Target) -> dict[str, Any]:
+        return importlib.import_module(module).aot(case, dtype, target)
+
+    return Backend(name, build, aot)
+
+
+def op_from_modules(package: str, bound: str, tilelang: str, triton: str,
+                    **overrides: Any) -> OpDef:
+    """The OpDef of an op folder laid out like ``kernels/gemm``.
+
+    ``package`` holds ``spec`` (CASES, DTYPES, TEST_CASES, TOLERANCE, flops, bytes_moved)
+    and ``reference`` (make_inputs, reference, build_torch); ``tilelang`` and ``triton``
+    name the kernel modules inside it.
+    """
+    spec = importlib.import_module(f"{package}.spec")
+    ref = importlib.import_module(f"{package}.reference")
+    fields: dict[str, Any] = dict(
+        name=package.rsplit(".", 1)[-1], bound=bound, cases=spec.CASES, dtypes=spec.DTYPES,
+        make_inputs=ref.make_inputs, reference=ref.reference, flops=spec.flops,
+        bytes_moved=spec.bytes_moved, tolerance=spec.TOLERANCE, baseline="torch",
+        test_cases=spec.TEST_CASES,
+        backends={"tilelang": compiled_backend("tilelang", f"{package}.{tilelang}"),
+                  "triton": compiled_backend("triton", f"{package}.{triton}"),
+                  "torch": Backend("torch", ref.build_torch)})
+    fields.update(overrides)
+    return OpDef(**fields)

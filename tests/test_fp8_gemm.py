@@ -3,7 +3,6 @@ the torch baseline's path choice, and the bench parameters of the figure suites.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 
 import pytest
@@ -16,8 +15,6 @@ from kernels.fp8_gemm import spec
 from kernels.op import Case
 from kernels.registry import get_op
 from kernels.targets import GFX942, SM90A
-
-from .conftest import REPO
 
 OP = get_op("fp8_gemm")
 SMALL = Case("small", {"M": 48, "N": 80, "K": 96})
@@ -164,38 +161,21 @@ def test_triton_wrapper_rejects_1d_scales():
         triton_fp8_gemm.matmul(a, b, a_scale.squeeze(1), b_scale, cfg)
 
 
-def _bench_classes() -> dict[str, dict[str, object]]:
-    tree = ast.parse((REPO / "benchmarks" / "bench_fp8_gemm.py").read_text())
-    consts = {n.targets[0].id: ast.literal_eval(n.value) for n in tree.body
-              if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)}
-    classes: dict[str, dict[str, object]] = {}
-    for node in tree.body:
-        if not isinstance(node, ast.ClassDef):
-            continue
-        attrs: dict[str, object] = {"base": node.bases[0].id}
-        for stmt in node.body:
-            if not isinstance(stmt, ast.Assign):
-                continue
-            target = stmt.targets[0]
-            names = [e.id for e in target.elts] if isinstance(target, ast.Tuple) else [target.id]
-            value = (consts[stmt.value.id] if isinstance(stmt.value, ast.Name)
-                     else ast.literal_eval(stmt.value))
-            attrs.update(zip(names, value, strict=True) if len(names) > 1 else {names[0]: value})
-        classes[node.name] = attrs
-    return classes
-
-
 def test_figure_and_compile_suites_use_fp8_dtype():
-    classes = _bench_classes()
+    from benchmarks import bench_fp8_gemm
+    from benchmarks._suites import _CompileTime, _StaticFigure
+
     expected = {"Fp8GemmRegisters", "Fp8GemmScratch", "Fp8GemmSharedMem", "Fp8GemmOccupancy",
                 "Fp8GemmCompile", "Fp8GemmTime"}
+    classes = {name: obj for name, obj in vars(bench_fp8_gemm).items() if isinstance(obj, type)}
     assert expected <= set(classes)
-    for name, attrs in classes.items():
-        if attrs["base"] in ("_StaticFigure", "_CompileTime"):
-            targets, dtypes, backends = attrs["params"]
+    for name, cls in classes.items():
+        if issubclass(cls, (_StaticFigure, _CompileTime)):
+            assert cls.__name__ == name, "asv looks a suite up by the name it was given"
+            targets, dtypes, backends = cls.params
             assert list(dtypes) == list(OP.dtypes), name
             assert set(targets) == {"gfx942", "sm_90a"} and set(backends) <= set(OP.backends)
-            assert attrs["op"] == "fp8_gemm" and OP.case(attrs["case"]), name
+            assert cls.op == "fp8_gemm" and OP.case(cls.case), name
 
 
 @pytest.mark.gpu

@@ -2,51 +2,6 @@
 
 from __future__ import annotations
 
-from kernels.op import Backend, Build, Case, OpDef
-from kernels.targets import Target
+from kernels.op import op_from_modules
 
-from . import reference, spec
-
-
-def _build_triton(case: Case, dtype: str, target: Target) -> Build:
-    from . import triton_rmsnorm
-
-    return triton_rmsnorm.build(case, dtype, target)
-
-
-def _aot_triton(case: Case, dtype: str, target: Target) -> dict:
-    from . import triton_rmsnorm
-
-    return triton_rmsnorm.aot(case, dtype, target)
-
-
-def _build_tilelang(case: Case, dtype: str, target: Target) -> Build:
-    from . import tilelang_rmsnorm
-
-    return tilelang_rmsnorm.build(case, dtype, target)
-
-
-def _aot_tilelang(case: Case, dtype: str, target: Target) -> dict:
-    from . import tilelang_rmsnorm
-
-    return tilelang_rmsnorm.aot(case, dtype, target)
-
-
-OP = OpDef(
-    name="rmsnorm",
-    bound="bandwidth",
-    cases=spec.CASES,
-    dtypes=spec.DTYPES,
-    make_inputs=reference.make_inputs,
-    reference=reference.reference,
-    flops=spec.flops,
-    bytes_moved=spec.bytes_moved,
-    backends={
-        "tilelang": Backend("tilelang", _build_tilelang, _aot_tilelang),
-        "triton": Backend("triton", _build_triton, _aot_triton),
-        "torch": Backend("torch", reference.build_torch),
-    },
-    tolerance=spec.TOLERANCE,
-    baseline="torch",
-    test_cases=spec.TEST_CASES,
-)
+OP = op_from_modules(__name__, "bandwidth", "tilelang_rmsnorm", "triton_rmsnorm")
