@@ -292,3 +292,30 @@ def tilelang_artifacts(prim_func, target: Target) -> dict[str, Any]:
             else:
                 os.environ["TILELANG_CACHE_DIR"] = previous
     return out
+
+
+TILELANG_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+
+def tilelang_entry_points(prim_func, default_config):
+    """``build`` and ``aot`` for a TileLang kernel module.
+
+    ``prim_func(case, dtype, cfg, target)`` makes the kernel and
+    ``default_config(case, target, dtype)`` picks its configuration; keyword overrides
+    replace fields of that configuration (for tests and tuning sweeps).
+    """
+    from dataclasses import asdict, replace
+
+    from kernels.op import Build
+
+    def build(case, dtype: str, target: Target, **overrides: Any) -> Build:
+        cfg = replace(default_config(case, target, dtype), **overrides)
+        return Build(fn=tilelang_compile(prim_func(case, dtype, cfg, target)), config=asdict(cfg))
+
+    def aot(case, dtype: str, target: Target, **overrides: Any) -> dict[str, Any]:
+        """gfx942: HIP source only (no hipcc here); sm_90a: a full nvcc compile to a cubin."""
+        cfg = replace(default_config(case, target, dtype), **overrides)
+        return tilelang_artifacts(prim_func(case, dtype, cfg, target), target) | {
+            "config": asdict(cfg)}
+
+    return build, aot

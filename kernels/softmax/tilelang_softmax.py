@@ -10,14 +10,13 @@ exp is exp2 of x * log2(e), as the example does.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 from kernels import compat
-from kernels.op import DTYPE_BYTES, Build, Case, Unsupported
+from kernels.op import DTYPE_BYTES, Case, Unsupported
 from kernels.targets import Target
 
-TL_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+TL_DTYPE = compat.TILELANG_DTYPE
 LOG2E = 1.4426950408889634
 
 
@@ -150,14 +149,4 @@ def prim_func(case: Case, dtype: str, cfg: Config, target: Target):
     return factory(case.dims["M"], case.dims["N"], dtype, cfg, target)
 
 
-def build(case: Case, dtype: str, target: Target, **overrides: Any) -> Build:
-    cfg = replace(default_config(case, target, dtype), **overrides)
-    kernel = compat.tilelang_compile(prim_func(case, dtype, cfg, target))
-    return Build(fn=kernel, config=asdict(cfg))
-
-
-def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, Any]:
-    """gfx942: HIP source only (no hipcc here); sm_90a: a full nvcc compile to a cubin."""
-    cfg = replace(default_config(case, target, dtype), **overrides)
-    func = prim_func(case, dtype, cfg, target)
-    return compat.tilelang_artifacts(func, target) | {"config": asdict(cfg)}
+build, aot = compat.tilelang_entry_points(prim_func, default_config)

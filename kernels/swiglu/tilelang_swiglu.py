@@ -3,14 +3,13 @@ register fragments, silu(x) * g by T.Parallel, the tile copied back."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 from kernels import compat
-from kernels.op import Build, Case
+from kernels.op import Case
 from kernels.targets import Target
 
-TL_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+TL_DTYPE = compat.TILELANG_DTYPE
 
 
 @dataclass(frozen=True)
@@ -28,7 +27,7 @@ DEFAULTS = {
 }
 
 
-def default_config(case: Case, target: Target) -> Config:
+def default_config(case: Case, target: Target, dtype: str = "fp16") -> Config:
     return DEFAULTS[target.name]
 
 
@@ -60,14 +59,4 @@ def prim_func(case: Case, dtype: str, cfg: Config, target: Target):
     return swiglu(case.dims["M"], case.dims["N"], dtype, cfg, target)
 
 
-def build(case: Case, dtype: str, target: Target, **overrides: Any) -> Build:
-    cfg = replace(default_config(case, target), **overrides)
-    kernel = compat.tilelang_compile(prim_func(case, dtype, cfg, target))
-    return Build(fn=kernel, config=asdict(cfg))
-
-
-def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, Any]:
-    """gfx942: HIP source only (no hipcc here); sm_90a: a full nvcc compile to a cubin."""
-    cfg = replace(default_config(case, target), **overrides)
-    func = prim_func(case, dtype, cfg, target)
-    return compat.tilelang_artifacts(func, target) | {"config": asdict(cfg)}
+build, aot = compat.tilelang_entry_points(prim_func, default_config)
