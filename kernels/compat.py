@@ -319,3 +319,13 @@ def tilelang_entry_points(prim_func, default_config):
             "config": asdict(cfg)}
 
     return build, aot
+
+
+def triton_launch_options(cfg: Any, target: Target) -> dict[str, Any]:
+    """Launch / compile options of a Triton config: ``num_warps`` and ``num_stages``, plus on
+    AMD the occupancy hint ``waves_per_eu`` and the MFMA shape ``matrix_instr_nonkdim``."""
+    opts: dict[str, Any] = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+    if target.vendor == "amd":
+        opts["waves_per_eu"] = cfg.waves_per_eu
+        opts["matrix_instr_nonkdim"] = cfg.matrix_instr_nonkdim
+    return opts

@@ -35,11 +35,7 @@ class Config:
     matrix_instr_nonkdim: int = 0
 
     def launch_options(self, target: Target) -> dict[str, Any]:
-        opts: dict[str, Any] = {"num_warps": self.num_warps, "num_stages": self.num_stages}
-        if target.vendor == "amd":
-            opts["waves_per_eu"] = self.waves_per_eu
-            opts["matrix_instr_nonkdim"] = self.matrix_instr_nonkdim
-        return opts
+        return compat.triton_launch_options(self, target)
 
 
 # sm_90a: 128-row q-blocks over 8 warps (two wgmma warpgroups), 3 cp.async stages of K/V.

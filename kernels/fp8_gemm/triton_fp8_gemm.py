@@ -32,11 +32,7 @@ class Config:
     matrix_instr_nonkdim: int = 0
 
     def launch_options(self, target: Target) -> dict[str, Any]:
-        opts: dict[str, Any] = {"num_warps": self.num_warps, "num_stages": self.num_stages}
-        if target.vendor == "amd":
-            opts["waves_per_eu"] = self.waves_per_eu
-            opts["matrix_instr_nonkdim"] = self.matrix_instr_nonkdim
-        return opts
+        return compat.triton_launch_options(self, target)
 
 
 # Static figures from tests/test_ops.py's AOT compile (Triton 3.7.1) noted per config.
