@@ -722,17 +722,24 @@ def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any],
              f"`{info['machine']}`; {info['rounds']} interleaved rounds"
              f"{' + 1 re-measure of flagged cases' if info.get('remeasured') else ''}; "
              f"false alarms controlled across all {info['tested']} tested cases "
-             f"({info['correction']}, alpha {info['alpha']}).", "",
-             "| case | before | after | ratio [CI] | clocks | verdict |",
+             f"({info['correction']}, alpha {info['alpha']}).", ""]
+    lines += table_lines(verdicts, bool(info.get("multi_env")), max_rows)
+    return "\n".join(lines) + "\n"
+
+
+def table_lines(verdicts: Sequence[Verdict], multi_env: bool, max_rows: int = 60,
+                json_name: str = "gate.json") -> list[str]:
+    """The verdict table of a report, worst case first (shared with tools/stackcmp.py)."""
+    lines = ["| case | before | after | ratio [CI] | clocks | verdict |",
              "|---|---|---|---|---|---|"]
     rows = worst_first(verdicts)
     for v in rows[:max_rows]:
-        name = f"{v.case} [{v.env}]" if info.get("multi_env") else v.case
+        name = f"{v.case} [{v.env}]" if multi_env else v.case
         lines.append(f"| `{name}` | {fmt_value(v.before, v.unit)} | {fmt_value(v.after, v.unit)} "
                      f"| {_fmt_ratio(v)} | {_fmt_clocks(v)} | {_fmt_verdict(v)} |")
     if len(rows) > max_rows:
-        lines.append(f"\n… and {len(rows) - max_rows} more rows in gate.json.")
-    return "\n".join(lines) + "\n"
+        lines.append(f"\n… and {len(rows) - max_rows} more rows in {json_name}.")
+    return lines
 
 
 def report_json(verdicts: Sequence[Verdict], code: int, info: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,8 @@ triton, tilelang) become selectors in the published site.
     python -m tools.machine            # print the description as JSON
     python -m tools.machine --write    # merge it into ~/.asv-machine.json
     python -m tools.machine --provenance   # + GPU clock/power state and software versions
+    python -m tools.machine --stack-name --write   # named after GPU model and stack,
+                                    # e.g. mi300x-rocm6.4-torch2.6-triton3.3-tilelang0.1.15
 """
 
 from __future__ import annotations
@@ -147,9 +149,10 @@ def _ram() -> str:
         return ""
 
 
-def _gather(name: str | None) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
+def _gather(name: str | None, python: str | None = None
+            ) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
     """(machine-file entry, GPU state snapshot, stack probe) in one probe and one source."""
-    stack = probe_stack()
+    stack = probe_stack(python or sys.executable)
     info: dict[str, Any] = {
         "os": f"{platform.system()} {platform.release()}",
         "arch": platform.machine(),
@@ -181,8 +184,46 @@ def _gather(name: str | None) -> tuple[dict[str, str], dict[str, Any], dict[str,
     return {k: str(v) for k, v in info.items()}, state, stack
 
 
-def describe(name: str | None = None) -> dict[str, str]:
-    return _gather(name)[0]
+def describe(name: str | None = None, python: str | None = None,
+             stack: bool = False) -> dict[str, str]:
+    """The machine entry; ``python``: the stack's interpreter (default this one);
+    ``stack``: name the machine after the GPU model and stack unless ``name`` is given."""
+    info = _gather(name, python)[0]
+    if stack and not name:
+        info["machine"] = stack_name(info)
+    return info
+
+
+def short_version(version: str) -> str:
+    """'3.3.0+rocm6.4.1.git0' -> '3.3', '3.3.1' -> '3.3.1', '6.4.1-120' -> '6.4.1'."""
+    release = re.split(r"[+\-]", version.strip(), maxsplit=1)[0]
+    parts = [p for p in release.split(".") if p]
+    while len(parts) > 2 and parts[-1] == "0":
+        parts.pop()
+    return ".".join(parts)
+
+
+def gpu_model(gpu: str) -> str:
+    """'AMD Instinct MI300X' -> 'mi300x', 'NVIDIA H200' -> 'h200'; no GPU -> 'cpu'."""
+    if not gpu or gpu == "none":
+        return "cpu"
+    match = re.search(r"\b(MI\d+\w*|[A-Z]{1,2}\d{2,4}[A-Z]?)\b", gpu)
+    return (match.group(1) if match else _slug(gpu)).lower()
+
+
+def stack_name(info: dict[str, str]) -> str:
+    """A machine name per GPU model and stack: every stack gets its own results folder."""
+    parts = [gpu_model(info.get("gpu", ""))]
+    if info.get("rocm"):
+        parts.append("rocm" + ".".join(short_version(info["rocm"]).split(".")[:2]))
+    elif info.get("cuda"):
+        parts.append("cuda" + short_version(info["cuda"]))
+    for package in ("torch", "triton", "tilelang"):
+        if info.get(package):
+            parts.append(package + short_version(info[package]))
+    return "-".join(parts)
+
+
 
 
 def _dist_versions(names: tuple[str, ...]) -> dict[str, str]:
@@ -249,11 +290,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="merge into ~/.asv-machine.json")
     parser.add_argument("--provenance", action="store_true",
                         help="print the full provenance (GPU clock state, software) instead")
+    parser.add_argument("--stack-name", action="store_true",
+                        help="name the machine after GPU model and stack (unless --name)")
+    parser.add_argument("--python", help="the stack's interpreter to probe (default: this one)")
     args = parser.parse_args(argv)
     if args.provenance:
         print(json.dumps(provenance(args.name), indent=2, sort_keys=True))
         return 0
-    info = describe(args.name)
+    info = describe(args.name, args.python, stack=args.stack_name)
     if args.write:
         print(f"wrote machine {info['machine']!r} to {write_machine_file(info)}")
     print(json.dumps(info, indent=2, sort_keys=True))

@@ -1,0 +1,101 @@
+"""Version drift: a kernel that the stack's compiler cannot build is skipped with the reason.
+
+The installed version is monkeypatched (``compat.installed_version``); the compile paths
+are the real ones, so the checks sit where every kernel passes through them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from kernels import compat
+from kernels.op import Unsupported
+from kernels.registry import get_op
+from kernels.targets import get_target
+
+REAL_VERSION = compat.installed_version
+
+
+def _pretend(monkeypatch: pytest.MonkeyPatch, package: str, version: str) -> None:
+    def fake(name: str) -> str:
+        return version if name == package else REAL_VERSION(name)
+
+    monkeypatch.setattr(compat, "installed_version", fake)
+
+
+def _gemm_aot(backend: str, target: str) -> dict:
+    op = get_op("gemm")
+    case = op.case("square-4096")
+    return op.backend(backend, case.name).aot(case, "fp16", get_target(target))
+
+
+def test_old_triton_skips_the_aot_compile_naming_version_and_feature(monkeypatch) -> None:
+    _pretend(monkeypatch, "triton", "3.2.0")
+    with pytest.raises(Unsupported) as info:
+        _gemm_aot("triton", "gfx942")
+    message = str(info.value)
+    assert "triton.aot" in message and "triton 3.2.0" in message and ">= 3.3" in message
+    assert isinstance(info.value, NotImplementedError), "asv skips only on NotImplementedError"
+
+
+def test_supported_triton_still_compiles(monkeypatch) -> None:
+    _pretend(monkeypatch, "triton", "3.3.0")
+    artifacts = _gemm_aot("triton", "gfx942")
+    assert "amdgcn" in artifacts
+
+
+def test_removed_feature_names_the_release_that_removed_it(monkeypatch) -> None:
+    monkeypatch.setitem(compat.FEATURES, "triton.aot",
+                        compat.Feature("triton", (3, 3), (3, 9), "test: gone in 3.9"))
+    _pretend(monkeypatch, "triton", "3.9.1")
+    with pytest.raises(Unsupported, match=r"removed in triton 3\.9, this stack has triton 3\.9\.1"):
+        compat.require("triton.aot")
+
+
+def test_api_error_on_untested_release_is_a_skip(monkeypatch) -> None:
+    _pretend(monkeypatch, "tilelang", "0.1.99")
+    with pytest.raises(Unsupported) as info, compat.api_guard("tilelang", "tilelang.lower"):
+        raise AttributeError("module 'tilelang' has no attribute 'lower'")
+    message = str(info.value)
+    assert "tilelang 0.1.99" in message and "tilelang.lower" in message
+    assert "AttributeError" in message and "0.1.15..0.1.15" in message
+
+
+def test_api_error_on_tested_release_is_a_failure(monkeypatch) -> None:
+    _pretend(monkeypatch, "tilelang", "0.1.15")
+    with pytest.raises(AttributeError), compat.api_guard("tilelang", "tilelang.lower"):
+        raise AttributeError("a real bug, not drift")
+
+
+def test_tilelang_moved_api_on_new_release_skips_the_kernel(monkeypatch) -> None:
+    """A TileLang whose lower() signature changed: the real gemm kernel is skipped."""
+    tl = compat.tilelang()
+
+    def lower_with_new_signature(func, *, target_spec):  # no 'target' keyword any more
+        raise AssertionError("not reached")
+
+    _pretend(monkeypatch, "tilelang", "0.2.0")
+    monkeypatch.setattr(tl, "lower", lower_with_new_signature)
+    with pytest.raises(Unsupported, match=r"tilelang\.lower failed on tilelang 0\.2\.0.*TypeError"):
+        _gemm_aot("tilelang", "gfx942")
+
+
+def test_static_figure_suite_records_a_skip(monkeypatch, tmp_path, repo) -> None:
+    """Through the asv suite's own setup: NotImplementedError, which asv records as skipped."""
+    monkeypatch.setenv("ASV_ENV_DIR", str(tmp_path))
+    monkeypatch.setenv("ASV_COMMIT", "drifttest")
+    _pretend(monkeypatch, "triton", "3.1.0")
+    if "benchmarks" not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            "benchmarks", repo / "benchmarks" / "__init__.py",
+            submodule_search_locations=[str(repo / "benchmarks")])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["benchmarks"] = module
+        spec.loader.exec_module(module)
+    from benchmarks.bench_gemm import GemmRegisters
+
+    with pytest.raises(NotImplementedError, match="triton 3.1.0"):
+        GemmRegisters().setup("gfx942", "fp16", "triton")
