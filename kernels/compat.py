@@ -262,6 +262,21 @@ def triton_artifacts(compiled) -> dict[str, Any]:
     return out
 
 
+def _forget_compiled_kernels() -> None:
+    """Empty TileLang's in-process kernel caches (0.1.15: ``KernelCache._memory_cache`` on
+    each backend's singleton), so the next compile is a real one: otherwise a second
+    compile of the same kernel in a process returns the first in ~10 ms, with no cubin."""
+    from tilelang.cache.kernel_cache import KernelCache
+
+    pending = [KernelCache]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        instance = cls.__dict__.get("_instance")
+        if instance is not None and isinstance(getattr(instance, "_memory_cache", None), dict):
+            instance._memory_cache.clear()
+
+
 def tilelang_artifacts(prim_func, target: Target) -> dict[str, Any]:
     """AMD: device source and shared bytes (the HIP path ends at source without hipcc).
     NVIDIA: one full cold compile with nvcc, giving the cubin as well.
@@ -278,6 +293,7 @@ def tilelang_artifacts(prim_func, target: Target) -> dict[str, Any]:
     previous = os.environ.get("TILELANG_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="tl-aot-") as cache:
         os.environ["TILELANG_CACHE_DIR"] = cache
+        _forget_compiled_kernels()
         try:
             with tilelang_target_scope(target):
                 kernel = tilelang_compile(prim_func, target)
