@@ -50,10 +50,19 @@ def asv_env(machine: str, repo: Path = REPO, cpu_only: bool = False) -> dict[str
 
 
 def run_asv(args: list[str], env: dict[str, str], repo: Path = REPO,
-            check: bool = False) -> subprocess.CompletedProcess:
+            check: bool = False, log: Path | None = None) -> subprocess.CompletedProcess:
+    """asv with these arguments; ``log``: append its output to that file instead of
+    showing it (parallel runs, tools/shard.py)."""
     cmd = [sys.executable, "-m", "asv", *args]
-    print("+ asv " + " ".join(args), flush=True)
-    return subprocess.run(cmd, cwd=repo, env=env, check=check)
+    if log is None:
+        print("+ asv " + " ".join(args), flush=True)
+        return subprocess.run(cmd, cwd=repo, env=env, check=check)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as out:
+        out.write("+ asv " + " ".join(args) + "\n")
+        out.flush()
+        return subprocess.run(cmd, cwd=repo, env=env, check=check, stdout=out,
+                              stderr=subprocess.STDOUT)
 
 
 def has_gpu() -> bool:

@@ -817,6 +817,8 @@ class RunSettings:
     benches: list[str]
     cpu_only: bool
     show_stderr: bool = True
+    extra_env: dict[str, str] = field(default_factory=dict)  # e.g. one GPU's visibility
+    log_path: Path | None = None  # asv's output goes here instead of the console
 
 
 def run_round(settings: RunSettings, name: str, order: Sequence[str],
@@ -831,6 +833,7 @@ def run_round(settings: RunSettings, name: str, order: Sequence[str],
                                     indent=2))
     env = asv_env(settings.machine, settings.repo, cpu_only=settings.cpu_only)
     env["KPERF_RECORD_DIR"] = str(round_dir / "records")  # per-round records: no overwrites
+    env.update(settings.extra_env)
     codes = {}
     for sha in order:
         args = ["--config", str(conf_path), "run", f"{sha}^!", "--machine", settings.machine,
@@ -839,7 +842,7 @@ def run_round(settings: RunSettings, name: str, order: Sequence[str],
             args.append("--show-stderr")
         for regex in benches if benches is not None else settings.benches:
             args += ["-b", regex]
-        codes[sha] = run_asv(args, env, settings.repo).returncode
+        codes[sha] = run_asv(args, env, settings.repo, log=settings.log_path).returncode
     return codes
 
 
@@ -883,12 +886,27 @@ def analyse(pr_dir: Path, state: dict[str, Any], th: Thresholds) -> list[Verdict
     return verdicts
 
 
-def measure(settings: RunSettings, state: dict[str, Any], th: Thresholds, rounds: int) -> None:
+def measure_rounds(settings: RunSettings, state: dict[str, Any], rounds: int) -> None:
+    """The interleaved rounds, without the re-measure (tools/shard.py runs one per GPU)."""
     base, head = state["base"], state["head"]
     for r in range(1, rounds + 1):
         order = (base, head) if r % 2 else (head, base)  # A B, B A, ...: linear drift cancels
         state["asv_exit"][f"round-{r:02d}"] = run_round(settings, f"round-{r:02d}", order)
         write_state(settings.pr_dir, state)
+
+
+def remeasure(settings: RunSettings, state: dict[str, Any], flagged: Sequence[Verdict],
+              rounds: int) -> None:
+    """The one re-measure round of flagged cases, in the order that continues the rounds."""
+    base, head = state["base"], state["head"]
+    order = (base, head) if (rounds + 1) % 2 else (head, base)
+    state["asv_exit"]["confirm"] = run_round(settings, "confirm", order, bench_regex_for(flagged))
+    state["remeasured"] = True
+    write_state(settings.pr_dir, state)
+
+
+def measure(settings: RunSettings, state: dict[str, Any], th: Thresholds, rounds: int) -> None:
+    measure_rounds(settings, state, rounds)
     try:
         first = analyse(settings.pr_dir, state, th)
     except GateError:
@@ -896,11 +914,7 @@ def measure(settings: RunSettings, state: dict[str, Any], th: Thresholds, rounds
     flagged = candidates(first)
     if flagged:
         print(f"re-measuring {len(flagged)} flagged case(s) once", flush=True)
-        order = (base, head) if (rounds + 1) % 2 else (head, base)
-        state["asv_exit"]["confirm"] = run_round(settings, "confirm", order,
-                                                 bench_regex_for(flagged))
-        state["remeasured"] = True
-        write_state(settings.pr_dir, state)
+        remeasure(settings, state, flagged, rounds)
 
 
 def write_state(pr_dir: Path, state: dict[str, Any]) -> None:
