@@ -88,3 +88,35 @@ def test_cycles_and_input_errors() -> None:
 def test_smallest_possible_p() -> None:
     assert stats.smallest_possible_p(5, 5) == pytest.approx(2 / 252)
     assert stats.smallest_possible_p(7, 7) < 0.002 < stats.smallest_possible_p(6, 6)
+
+
+def _rounds(levels, n=10, noise=0.0005, seed=0):
+    rng = np.random.default_rng(seed)
+    return [float(x) for level in levels for x in level * (1 + noise * rng.standard_normal(n))]
+
+
+def test_grouped_interval_carries_shifts_between_rounds():
+    # A/A: every round settles at its own level (as power-capped GEMM processes do)
+    # (both sides' rounds come from one distribution of levels: two of base's settle low,
+    # two of head's high)
+    base = _rounds([1.000, 1.001, 1.020], seed=1)
+    head = _rounds([1.019, 1.020, 1.001], seed=2)
+    pooled = stats.compare(base, head, level=0.95)
+    grouped = stats.compare(base, head, level=0.95, base_groups=[10, 10, 10],
+                            head_groups=[10, 10, 10])
+    assert pooled.ci_low > 1.0  # samples taken as independent: a "significant" change
+    assert grouped.ci_low < 1.0 < grouped.ci_high  # rounds as replicates: no evidence
+    assert grouped.ci_low < pooled.ci_low - 0.01
+    assert grouped.ratio == pooled.ratio and grouped.p_value == pooled.p_value
+
+
+def test_grouped_interval_still_sees_a_real_shift():
+    base = _rounds([1.000, 1.004, 0.997], seed=3)
+    head = _rounds([1.050, 1.054, 1.047], seed=4)
+    grouped = stats.compare(base, head, base_groups=[10] * 3, head_groups=[10] * 3)
+    assert grouped.ci_low > 1.03
+
+
+def test_group_sizes_must_cover_the_samples():
+    with pytest.raises(ValueError, match="do not add up"):
+        stats.compare([1.0] * 6, [1.0] * 6, base_groups=[3, 2], head_groups=[3, 3])

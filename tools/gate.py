@@ -190,13 +190,17 @@ class Side:
     def failed_rounds(self) -> list[int]:
         return [i + 1 for i, r in enumerate(self.rounds) if r is not None and r.status == "failed"]
 
+    def _round_samples(self) -> list[list[float]]:
+        return [r.samples if r.samples else [r.value] if r.value is not None else []
+                for r in self.rounds if r is not None and r.status == "ok"]
+
     def samples(self) -> list[float]:
         """Pooled samples; a benchmark without samples contributes its value per round."""
-        out: list[float] = []
-        for r in self.rounds:
-            if r is not None and r.status == "ok":
-                out.extend(r.samples if r.samples else [r.value] if r.value is not None else [])
-        return out
+        return [x for group in self._round_samples() for x in group]
+
+    def group_sizes(self) -> list[int]:
+        """Samples per round, in the order of ``samples()``: rounds are the replicates."""
+        return [len(group) for group in self._round_samples() if group]
 
     def clocks(self) -> list[float] | None:
         out: list[float] = []
@@ -512,7 +516,8 @@ def _or(values: Sequence[int]) -> int:
 
 def _test(v: Verdict, data: CaseData, base: list[float], head: list[float], th: Thresholds,
           klass: KernelClass) -> Tested:
-    time_cmp = stats.compare(base, head, th.ci_level)
+    groups = {"base_groups": data.base.group_sizes(), "head_groups": data.head.group_sizes()}
+    time_cmp = stats.compare(base, head, th.ci_level, **groups)
     v.ci, v.p_value = (time_cmp.ci_low, time_cmp.ci_high), time_cmp.p_value
     cycles = None
     base_clk, head_clk = data.base.clocks(), data.head.clocks()
@@ -521,7 +526,7 @@ def _test(v: Verdict, data: CaseData, base: list[float], head: list[float], th: 
         v.clock_head_mhz = statistics.median(head_clk)
         if abs(v.clock_head_mhz / v.clock_base_mhz - 1.0) > th.clock_tolerance:
             cycles = stats.compare(stats.to_cycles(base, base_clk),
-                                   stats.to_cycles(head, head_clk), th.ci_level)
+                                   stats.to_cycles(head, head_clk), th.ci_level, **groups)
             v.cycles_ratio = cycles.ratio
     return Tested(v, time_cmp, cycles, klass.min_ratio)
 
