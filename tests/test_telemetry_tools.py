@@ -172,9 +172,11 @@ def test_telemetry_page_from_records(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert h200["mem_clock_median_mhz"] == 3201 and h200["temperature_max_c"] == 88
     assert h200["power_mean_w"] == 650 and h200["throttle_bits_or"] == 0x44
     assert h200["throttle_names"] == ["SwPowerCap", "HwThermalSlowdown"]
+    assert h200["throttle_unusual"] == 0x40  # the power cap is the normal state; thermal is not
     assert [s["throttle_bits_or"] for s in h200["per_sample"]] == [0x4, 0x44]
     mi300 = points["mi300x-1"]
     assert mi300["throttle_bits_or"] == 1 << 36 and mi300["throttle_names"] == ["TEMP_HOTSPOT"]
+    assert mi300["throttle_unusual"] == 1 << 36
     html = page.read_text()
     inline = re.search(r'<script type="application/json" id="kperf-data">(.*?)</script>', html,
                        re.S)

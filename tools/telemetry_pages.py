@@ -66,7 +66,18 @@ def _or_bits(values: list[int]) -> int | None:
     return out
 
 
-def summarize_record(rec: dict[str, Any]) -> dict[str, Any] | None:
+def benign_bits(thresholds: Path | None = None) -> dict[str, int]:
+    """Throttle bits that are the normal state under load, per backend (thresholds.json):
+    a power-capped GEMM always carries NVML's SwPowerCap, and that is not news."""
+    path = thresholds or Path(__file__).resolve().parent.parent / "thresholds.json"
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text()).get("benign_throttle_bits", {})
+    return {k: int(v, 16) for k, v in raw.items() if k != "doc" and isinstance(v, str)}
+
+
+def summarize_record(rec: dict[str, Any], benign: dict[str, int] | None = None
+                     ) -> dict[str, Any] | None:
     """One page row from one record; None for records without a timed measurement."""
     m = rec.get("measurement")
     if not isinstance(m, dict) or not isinstance(m.get("windows"), list):
@@ -102,6 +113,7 @@ def summarize_record(rec: dict[str, Any]) -> dict[str, Any] | None:
         "power_mean_w": statistics.fmean(power) if power else None,
         "throttle_bits_or": bits,
         "throttle_names": throttle_names(backend, reason, bits),
+        "throttle_unusual": (bits & ~(benign or {}).get(backend, 0)) if bits else 0,
         "per_sample": [
             {"time_s": samples[i] if i < len(samples) else None,
              "sm_clock_median_mhz": w.get("sm_clock_mhz_median"),
@@ -116,7 +128,9 @@ def summarize_record(rec: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def collect(records_root: Path) -> list[dict[str, Any]]:
-    rows = [row for rec in record.read_records(records_root) if (row := summarize_record(rec))]
+    benign = benign_bits()
+    rows = [row for rec in record.read_records(records_root)
+            if (row := summarize_record(rec, benign))]
     rows.sort(key=lambda r: (str(r["benchmark"]), json.dumps(r["params"], sort_keys=True),
                              str(r["machine"]), r["recorded_at"] or 0.0))
     return rows
@@ -135,8 +149,10 @@ td.l{text-align:left}tr.point{cursor:pointer}tr.detail td{background:#fafafa}
 <p>Per benchmark and point (commit, parameters, machine): the SM/GFX clock (median over the
 samples' window medians, and the lowest reading), memory clock, hottest temperature, mean
 power and the OR of throttle bits over all samples. Click a row for its samples. Orange:
-the clock fell below 90% of its median during the run, or a throttle bit was set; red:
-a thermal or hardware slowdown bit. Compare clocks with the baseline's, not with the maximum.</p>
+the clock fell below 90% of its median during the run, or a throttle bit beyond the
+normal state under load was set (benign bits, such as the power cap a big GEMM lives at,
+are listed in thresholds.json); red: a thermal or hardware slowdown bit. Compare clocks
+with the baseline's, not with the maximum.</p>
 <div id="filters"><label>benchmark <select id="bench"></select></label>
 <label>machine <select id="machine"></select></label><span id="count"></span></div>
 <table><thead><tr><th>benchmark</th><th>params</th><th>machine</th><th>commit</th>
@@ -175,7 +191,7 @@ function render() {
     const names = p.throttle_names.join(" ");
     const hard = HARD.some(h => names.includes(h));
     cell(tr, p.throttle_bits_or === null ? "-" : "0x" + p.throttle_bits_or.toString(16) +
-      (names ? " " + names : ""), hard ? "bad" : (p.throttle_bits_or ? "warn" : ""));
+      (names ? " " + names : ""), hard ? "bad" : (p.throttle_unusual ? "warn" : ""));
     cell(tr, p.telemetry_backend + " (" + p.n_readings + " readings)", "l")
       .title = p.telemetry_reason;
     tr.onclick = () => toggle(tr, p);
