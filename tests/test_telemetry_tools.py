@@ -194,3 +194,32 @@ def test_telemetry_page_escapes_and_handles_no_records(tmp_path: Path,
     (root / "broken.json").write_text("{")
     with pytest.raises(ValueError, match=r"broken\.json: not valid JSON"):
         telemetry_pages.write_telemetry_pages(tmp_path / "html3", root)
+
+
+def test_machine_file_survives_concurrent_writers(tmp_path: Path) -> None:
+    """Shards write their machine entries at once; no entry is lost, no reader sees half."""
+    import multiprocessing as mp
+
+    from tools.machine import write_machine_file
+
+    path = tmp_path / ".asv-machine.json"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_write_many, args=(path, i)) for i in range(4)]
+    for p in procs:
+        p.start()
+    for _ in range(200):  # read while they write: always whole JSON
+        if path.exists():
+            json.loads(path.read_text())
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    data = json.loads(path.read_text())
+    assert {f"m{i}-{j}" for i in range(4) for j in range(20)} <= set(data)
+    write_machine_file({"machine": "last"}, path)
+
+
+def _write_many(path: Path, i: int) -> None:
+    from tools.machine import write_machine_file
+
+    for j in range(20):
+        write_machine_file({"machine": f"m{i}-{j}"}, path)

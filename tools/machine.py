@@ -271,18 +271,31 @@ def machine_file() -> Path:
 
 
 def write_machine_file(info: dict[str, str], path: Path | None = None) -> Path:
+    """Merge one machine entry into asv's machine file.
+
+    Shards of a multi-GPU run write their entries at the same time, and asv processes read
+    the file meanwhile: the read-modify-write holds an exclusive lock, and the new content
+    replaces the file atomically from a temporary file of its own.
+    """
+    import fcntl
+    import tempfile
+
     path = path or machine_file()
-    data: dict[str, Any] = {"version": 1}
-    if path.exists():
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise SystemExit(f"{path}: not valid JSON ({err}); fix or remove it") from err
-    data[info["machine"]] = info
-    data["version"] = 1
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=4, sort_keys=True))
-    tmp.replace(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data: dict[str, Any] = {"version": 1}
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+            except json.JSONDecodeError as err:
+                raise SystemExit(f"{path}: not valid JSON ({err}); fix or remove it") from err
+        data[info["machine"]] = info
+        data["version"] = 1
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=4, sort_keys=True))
+        os.replace(tmp, path)
     return path
 
 
