@@ -25,23 +25,29 @@ class Config:
     threads: int
     swizzle_panel: int = 0  # T.use_swizzle panel size; 0 disables the rasterization swizzle
     k_pack: int = 1  # AMD MFMA K packing (ROCm dialect only)
+    # NVIDIA: sum each K block's wgmma result into a fresh fragment and add it to the fp32
+    # accumulator (TileLang's examples/gemm_fp8 "2xAcc"): Hopper's fp8 accumulator keeps
+    # too few mantissa bits for long K (the check failed at K=8192 on an H200 without it).
+    promote: bool = False
 
 
-# sm_90a: 128x256x128 e4m3 (48 KB a stage), 4 stages, 256 threads: two consumer warpgroups
-# issuing wgmma m64n128k32 e4m3 plus TileLang's TMA producer warpgroup.
+# sm_90a: 128x128x128 e4m3 (32 KB a stage), 4 stages, 256 threads: two consumer warpgroups
+# issuing wgmma e4m3 plus TileLang's TMA producer warpgroup; 128x128 because promotion keeps
+# two accumulator tiles in registers.
 # gfx942: TileLang's HIP path keeps one stage in LDS (no async copies), so 128x128x128
 # takes 32 KB of the 64 KB and two blocks fit per CU; k_pack=2 feeds two 16x16x32 fp8 MFMA
 # K-steps per LDS read, as in examples/gemm_fp8/example_tilelang_gemm_amd.py.
 DEFAULTS = {
-    "sm_90a": Config(block_M=128, block_N=256, block_K=128, num_stages=4, threads=256,
-                     swizzle_panel=10),
+    "sm_90a": Config(block_M=128, block_N=128, block_K=128, num_stages=4, threads=256,
+                     swizzle_panel=10, promote=True),
     "gfx942": Config(block_M=128, block_N=128, block_K=128, num_stages=2, threads=256,
                      swizzle_panel=8, k_pack=2),
 }
 # Decode-sized M: 64 rows (wgmma's M; one MFMA row block of four waves on gfx942), N tiles of
 # 64 so N=8192 gives 128 blocks, long K steps for the weight stream.
 SMALL_M = {
-    "sm_90a": Config(block_M=64, block_N=64, block_K=256, num_stages=4, threads=128),
+    "sm_90a": Config(block_M=64, block_N=64, block_K=256, num_stages=4, threads=128,
+                     promote=True),
     "gfx942": Config(block_M=64, block_N=64, block_K=256, num_stages=2, threads=256, k_pack=2),
 }
 
@@ -66,13 +72,20 @@ def scaled_matmul(M: int, N: int, K: int, cfg: Config, target: Target):
             A_shared = T.alloc_shared((bM, bK), fp8)
             B_shared = T.alloc_shared((bN, bK), fp8)
             C_local = T.alloc_fragment((bM, bN), accum)
+            C_block = T.alloc_fragment((bM, bN), accum)  # one K block's sum, when promoting
             if cfg.swizzle_panel:
                 T.use_swizzle(cfg.swizzle_panel)
             T.clear(C_local)
             for ko in T.Pipelined(T.ceildiv(K, bK), num_stages=cfg.num_stages):
                 T.copy(A[by * bM, ko * bK], A_shared)
                 T.copy(B[bx * bN, ko * bK], B_shared)
-                T.gemm(A_shared, B_shared, C_local, transpose_B=True, **gemm_kwargs)
+                if cfg.promote:
+                    T.gemm(A_shared, B_shared, C_block, transpose_B=True, clear_accum=True,
+                           **gemm_kwargs)
+                    for i, j in T.Parallel(bM, bN):
+                        C_local[i, j] += C_block[i, j]
+                else:
+                    T.gemm(A_shared, B_shared, C_local, transpose_B=True, **gemm_kwargs)
             # Out-of-range scale reads (M=16 in a 64-row block) are guarded by TileLang's
             # safe-memory pass; those rows are not stored.
             for i, j in T.Parallel(bM, bN):

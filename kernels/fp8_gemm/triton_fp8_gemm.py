@@ -30,19 +30,27 @@ class Config:
     # AMD only: occupancy hint and MFMA shape (16x16x32 is CDNA3's fp8 MFMA)
     waves_per_eu: int = 0
     matrix_instr_nonkdim: int = 0
+    # NVIDIA only: K elements summed in the fp8 wgmma accumulator before the partial sum is
+    # added in fp32. Triton's sm_90 default (2**30) never promotes, and Hopper's fp8
+    # accumulator keeps too few mantissa bits: on an H200 both this kernel and the TileLang
+    # one failed the fp32-reference check at K=8192 (docs/perf.md). 128 is DeepSeek-V3's N_C.
+    # 0 leaves Triton's default.
+    promote_k: int = 0
 
     def launch_options(self, target: Target) -> dict[str, Any]:
         return compat.triton_launch_options(self, target)
 
 
 # Static figures from tests/test_ops.py's AOT compile (Triton 3.7.1) noted per config.
-# sm_90a: 128x256x128 fp8 = 48 KB a stage (the bytes of fp16 128x256x64); 4 stages = 193 KB
-# of the 227 KB; wgmma m64n256k32 e4m3, 194 registers, no spills.
+# sm_90a: 128x128x128 with promotion every 128 K: the wgmma partial sum and the fp32 sum
+# each hold a 128x128 tile, 164 registers, no spills, 4 stages = 129 KB of shared memory.
+# (128x256 took 194 registers without promotion but 255 and 192 bytes of spills with it.)
 # gfx942: 256x256x128 is 64 KB a stage = all of the LDS, so the stream pipeliner's 2 stages
 # (one tile in LDS, the next in registers) is the most it can take; 16x16x32 fp8 MFMA,
-# 228 VGPRs, no spills, occupancy 2.
+# 228 VGPRs, no spills, occupancy 2. CDNA3's fp8 MFMA accumulates in fp32: no promotion.
 DEFAULTS = {
-    "sm_90a": Config(BM=128, BN=256, BK=128, GROUP_M=8, num_warps=8, num_stages=4),
+    "sm_90a": Config(BM=128, BN=128, BK=128, GROUP_M=8, num_warps=8, num_stages=4,
+                     promote_k=128),
     "gfx942": Config(BM=256, BN=256, BK=128, GROUP_M=4, num_warps=8, num_stages=2,
                      waves_per_eu=0, matrix_instr_nonkdim=16),
 }
@@ -50,7 +58,8 @@ DEFAULTS = {
 # that N=8192 gives 256 programs: two per SM on sm_90a (97 KB shared each), and most of
 # the 304 CUs on gfx942. The weight stream is the whole cost.
 SMALL_M = {
-    "sm_90a": Config(BM=64, BN=32, BK=256, GROUP_M=1, num_warps=4, num_stages=4),
+    "sm_90a": Config(BM=64, BN=32, BK=256, GROUP_M=1, num_warps=4, num_stages=4,
+                     promote_k=128),
     "gfx942": Config(BM=16, BN=32, BK=256, GROUP_M=1, num_warps=4, num_stages=2,
                      waves_per_eu=0, matrix_instr_nonkdim=16),
 }
@@ -65,7 +74,7 @@ def default_config(case: Case, target: Target) -> Config:
 def fp8_matmul_kernel(a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, M, N, K,
                       stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
-                      GROUP_M: tl.constexpr):
+                      GROUP_M: tl.constexpr, PROMOTE_K: tl.constexpr):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BM)
     num_pid_n = tl.cdiv(N, BN)
@@ -86,7 +95,10 @@ def fp8_matmul_kernel(a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, M, N, K,
         k_left = K - k * BK
         a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
         b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc)
+        if PROMOTE_K > 0:
+            acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMOTE_K)
+        else:
+            acc = tl.dot(a, b, acc)
         a_ptrs += BK * stride_ak
         b_ptrs += BK * stride_bk
 
@@ -127,7 +139,8 @@ def matmul(a, b, a_scale, b_scale, cfg: Config, target: Target | None = None):
         "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     fp8_matmul_kernel[grid](a, b, c, a_scale, b_scale, M, N, K,
                             *a.stride(), *b.stride(), *c.stride(),
-                            BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_M=cfg.GROUP_M, **opts)
+                            BM=cfg.BM, BN=cfg.BN, BK=cfg.BK, GROUP_M=cfg.GROUP_M,
+                            PROMOTE_K=cfg.promote_k, **opts)
     return c
 
 
@@ -156,7 +169,8 @@ def aot_signature(dtype: str, target: Target) -> tuple[dict[str, str], dict[str,
                  **{name: "i32" for name in ("M", "N", "K", "stride_am", "stride_bn",
                                               "stride_cm")},
                  "stride_ak": "constexpr", "stride_bk": "constexpr", "stride_cn": "constexpr",
-                 "BM": "constexpr", "BN": "constexpr", "BK": "constexpr", "GROUP_M": "constexpr"}
+                 "BM": "constexpr", "BN": "constexpr", "BK": "constexpr", "GROUP_M": "constexpr",
+                 "PROMOTE_K": "constexpr"}
     return signature, {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1}
 
 
@@ -165,6 +179,7 @@ def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, A
     cfg = replace(default_config(case, target), **overrides)
     signature, unit_strides = aot_signature(dtype, target)
     constexprs = {"BM": cfg.BM, "BN": cfg.BN, "BK": cfg.BK, "GROUP_M": cfg.GROUP_M,
+                  "PROMOTE_K": cfg.promote_k,
                   **unit_strides}
     compiled = compat.triton_aot_aligned(fp8_matmul_kernel, signature, constexprs, target,
                                          cfg.launch_options(target), aligned=ALIGNED_ARGS)
