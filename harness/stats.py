@@ -84,8 +84,8 @@ def grouped_ratio_ci(base: Sequence[float], head: Sequence[float],
     """Interval of median(head) / median(base) when samples come in groups (asv rounds).
 
     Each round is a separate process whose level can shift as a whole (a power-capped GEMM
-    settled 1.7-2.4% apart in six processes on an H200, while its samples inside one
-    process varied 0.06%), so the samples of a round are not independent. Resampling
+    settled 1.7-2.4% apart in six processes on an H200 on 2026-12-01, while its samples
+    inside one process varied 0.06%), so the samples of a round are not independent. Resampling
     rounds, then samples within them, carries that shift into the interval; with one
     round per side it is the ordinary bootstrap.
     """

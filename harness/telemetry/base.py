@@ -113,9 +113,9 @@ class Sampler:
     """Poll a source every ``period_s`` on a daemon thread while timing runs.
 
     NVML refreshes clocks and power only every ~100 ms, so polling faster than 50 ms
-    reads the same values again; on the H200 a 10 ms sampler moved a power-capped GEMM's
-    median by +2.0% in one A/B and 50 ms by +1.1%, within that A/B's own 3.9% spread
-    (docs/perf.md), so the default stays at 50 ms.
+    reads the same values again. On an H200 (2026-12-01) a 10 ms sampler moved a
+    power-capped GEMM's median by +2.0% in one A/B and 50 ms by +1.1%, within that A/B's
+    own 3.9% spread (docs/perf.md); the default is 50 ms.
     """
 
     source: Source

@@ -27,7 +27,8 @@ class Config:
     k_pack: int = 1  # AMD MFMA K packing (ROCm dialect only)
     # NVIDIA: sum each K block's wgmma result into a fresh fragment and add it to the fp32
     # accumulator (TileLang's examples/gemm_fp8 "2xAcc"): Hopper's fp8 accumulator keeps
-    # too few mantissa bits for long K (the check failed at K=8192 on an H200 without it).
+    # too few mantissa bits for long K (without it the check failed at K=8192 on an H200,
+    # 2026-12-01).
     promote: bool = False
 
 

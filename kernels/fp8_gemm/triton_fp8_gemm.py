@@ -32,8 +32,9 @@ class Config:
     matrix_instr_nonkdim: int = 0
     # NVIDIA only: K elements summed in the fp8 wgmma accumulator before the partial sum is
     # added in fp32. Triton's sm_90 default (2**30) never promotes, and Hopper's fp8
-    # accumulator keeps too few mantissa bits: on an H200 both this kernel and the TileLang
-    # one failed the fp32-reference check at K=8192 (docs/perf.md). 128 is DeepSeek-V3's N_C.
+    # accumulator keeps too few mantissa bits: on an H200 (2026-12-01) both this kernel and
+    # the TileLang one failed the fp32-reference check at K=8192 (docs/perf.md). 128 is
+    # DeepSeek-V3's N_C.
     # 0 leaves Triton's default.
     promote_k: int = 0
 
