@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from kernels import compat
 from kernels.op import Case
-from kernels.rownorm import Config, row_config
+from kernels.rownorm import TileLangConfig, tilelang_row_config
 from kernels.targets import Target
 
 from .spec import EPS
 
 TL_DTYPE = compat.TILELANG_DTYPE
+Config = TileLangConfig
 
 
 def default_config(case: Case, target: Target, dtype: str = "fp16") -> Config:
-    return row_config("tilelang_layernorm", case, target, dtype)
+    return tilelang_row_config("tilelang_layernorm", case, target, dtype)
 
 
 def layer_norm(M: int, N: int, dtype: str, cfg: Config, target: Target, eps: float = EPS):

@@ -3,54 +3,24 @@ the whole row in registers (BLOCK_N = next power of two of N), statistics in fp3
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 import triton
 import triton.language as tl
 
 from kernels import compat
-from kernels.op import Build, Case, Unsupported
+from kernels.op import Build, Case
+from kernels.rownorm import TritonConfig, triton_row_config
 from kernels.targets import Target
 
 from .spec import EPS
 
-
-@dataclass(frozen=True)
-class Config:
-    BLOCK_M: int  # rows per program
-    BLOCK_N: int  # columns held per row: next power of two of N
-    num_warps: int  # warps of 32 lanes on NVIDIA, waves of 64 lanes on gfx942
-
-
-@dataclass(frozen=True)
-class Tuning:
-    max_block_n: int  # widest row held in registers in one piece
-    elems_per_program: int  # narrow rows are grouped until a program holds this many
-    elems_per_lane: int  # num_warps = block elements / (lanes per warp * this)
-    max_warps: int
-
-
-# sm_90a: 16 fp32 values per lane, up to 8 warps (256 threads) a program.
-# gfx942: wave64 doubles the lanes per warp, so 8 values per lane gives the same 8 waves
-# (512 lanes) for a 4096-wide row: each lane still issues 16-byte loads of fp16.
-TUNING = {
-    "sm_90a": Tuning(max_block_n=16384, elems_per_program=4096, elems_per_lane=16, max_warps=8),
-    "gfx942": Tuning(max_block_n=16384, elems_per_program=4096, elems_per_lane=8, max_warps=8),
-}
+Config = TritonConfig
 
 
 def default_config(case: Case, target: Target) -> Config:
-    tuning = TUNING[target.name]
-    n_cols = case.dims["N"]
-    block_n = triton.next_power_of_2(n_cols)
-    if block_n > tuning.max_block_n:
-        raise Unsupported(f"rmsnorm/{case.name}: N={n_cols} exceeds the one-block row limit "
-                          f"{tuning.max_block_n} of triton_rmsnorm on {target.name}")
-    block_m = max(1, tuning.elems_per_program // block_n)
-    lanes = block_m * block_n // tuning.elems_per_lane
-    num_warps = min(max(lanes // target.warp_size, 1), tuning.max_warps)
-    return Config(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    return triton_row_config("triton_rmsnorm", case, target)
 
 
 @triton.jit
