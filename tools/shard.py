@@ -451,12 +451,25 @@ class Shard:
         return self.work_dir / "env"
 
     def environment(self) -> dict[str, str]:
-        """What the shard's processes add to their environment: only its GPU visible, and
-        compiler caches of its own (shards compile the same kernels at the same time)."""
+        """What the shard's processes add to their environment: only its GPU visible,
+        compiler caches of its own (shards compile the same kernels at the same time), and
+        a HOME of its own holding just its machine entry: every ``asv run`` rewrites
+        ``~/.asv-machine.json`` in place, so shards sharing one raced on it (one read the
+        file while another had truncated it)."""
         env = machine_tool.gpu_visibility_env(self.gpu.index, {})
         env["TRITON_CACHE_DIR"] = str(self.work_dir / "cache" / "triton")
         env["TILELANG_CACHE_DIR"] = str(self.work_dir / "cache" / "tilelang")
+        env["HOME"] = str(self._private_home())
         return env
+
+    def _private_home(self) -> Path:
+        home = self.work_dir / "home"
+        shared = machine_tool.machine_file()
+        entries = json.loads(shared.read_text()) if shared.exists() else {}
+        if self.machine not in entries:
+            raise ShardError(f"{shared}: no entry for machine {self.machine!r}")
+        machine_tool.write_machine_file(entries[self.machine], home / ".asv-machine.json")
+        return home
 
 
 def build_shards(shard_map: ShardMap, gpus: Sequence[Gpu], selected: Sequence[str],
