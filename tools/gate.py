@@ -944,11 +944,17 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repo", type=Path, default=Path.cwd(), help="repository root (cwd)")
     parser.add_argument("--config", type=Path, help="asv config (default <repo>/asv.conf.json)")
+    parser.add_argument("--machine", help="asv machine name (default: described from this host)")
+    add_gate_options(parser)
+    return parser
+
+
+def add_gate_options(parser: argparse.ArgumentParser) -> None:
+    """What to compare and how: shared with ``python -m tools.shard gate``."""
     parser.add_argument("--thresholds", type=Path, help="default <repo>/thresholds.json")
     parser.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
     parser.add_argument("--base", help="base revision (default: merge-base of head and main)")
     parser.add_argument("--main-branch", help="default: the first of asv.conf.json 'branches'")
-    parser.add_argument("--machine", help="asv machine name (default: described from this host)")
     parser.add_argument("-b", "--bench", action="append", help="asv benchmark regex (repeatable)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
     parser.add_argument("--pr-dir", type=Path, help="default <repo>/.asv/pr-results")
@@ -956,7 +962,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--label", default="", help="runner label shown in the report title")
     parser.add_argument("--no-run", action="store_true", help="only analyse the last run")
     parser.add_argument("--max-rows", type=int, default=60)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

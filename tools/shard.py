@@ -957,17 +957,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gate", help="the PR gate with every GPU judging its own cases "
                                     "(options and exit codes as python -m tools.gate)")
     _common(g)
-    g.add_argument("--thresholds", type=Path, help="default <repo>/thresholds.json")
-    g.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
-    g.add_argument("--base", help="base revision (default: merge-base of head and main)")
-    g.add_argument("--main-branch", help="default: the first of asv.conf.json 'branches'")
-    g.add_argument("-b", "--bench", action="append", help="asv benchmark regex (repeatable)")
-    g.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
-    g.add_argument("--pr-dir", type=Path, help="default <repo>/.asv/pr-results")
-    g.add_argument("--out", type=Path, help="report folder (default: the PR directory)")
-    g.add_argument("--label", default="", help="runner label shown in the report title")
-    g.add_argument("--no-run", action="store_true", help="only analyse the last run")
-    g.add_argument("--max-rows", type=int, default=60)
+    gate.add_gate_options(g)
     return parser
 
 
