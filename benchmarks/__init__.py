@@ -9,6 +9,7 @@ server before any benchmark runs.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -28,9 +29,12 @@ def _load_harness() -> None:
 
 _load_harness()
 
-# A CPU-only run (no GPU suites selected) may pre-import the compilers once in the fork
-# server; on a GPU machine TileLang must not be imported before the fork (it breaks CUDA
-# in forked children), so this stays off unless the main job asks for it.
-if os.environ.get("KPERF_PREIMPORT_COMPILERS") == "1":
-    import tilelang  # noqa: F401
-    import triton  # noqa: F401
+# Modules the fork server imports once, so each benchmark process does not pay for them
+# (tools/asvrun.py sets the list). TileLang is on it only for CPU-only runs: its import
+# initialises CUDA, which breaks CUDA in forked children. torch and Triton initialise
+# the GPU lazily, on first use, which happens only in the children.
+# Only a speed-up: a module this environment lacks is left to the benchmark that needs it,
+# which then fails (or skips) with its own error instead of breaking discovery.
+for _module in filter(None, os.environ.get("KPERF_PREIMPORT", "").split(",")):
+    with contextlib.suppress(ImportError):
+        importlib.import_module(_module)

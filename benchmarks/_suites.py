@@ -81,16 +81,41 @@ class _TimeSuite:
     track_time.rounds = 2
 
 
+def kernel_source_digest(op_name: str, root: Path | None = None) -> str:
+    """What an op's generated code depends on: its folder and the shared ``kernels/*.py``
+    of the installed package, the compilers' versions, nvcc, and harness/static.py."""
+    import hashlib
+    import importlib.metadata
+    import importlib.util
+    import shutil
+
+    root = root or Path(importlib.util.find_spec("kernels").origin).parent
+    digest = hashlib.sha256()
+    for path in sorted([*root.glob("*.py"), *(root / op_name).rglob("*.py")]):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    for dist in ("triton", "tilelang", "apache-tvm-ffi"):
+        try:
+            digest.update(f"{dist}=={importlib.metadata.version(dist)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{dist} absent".encode())
+    nvcc = shutil.which("nvcc")
+    digest.update(f"nvcc={nvcc}@{os.stat(nvcc).st_mtime_ns if nvcc else 0}".encode())
+    digest.update(Path(static.__file__).read_bytes())
+    return digest.hexdigest()[:20]
+
+
 def _static_cache_path(key: dict[str, str]) -> Path:
+    """Keyed by content, not commit: base and head of a PR that leaves an op alone share
+    its compiles, and the gate's later rounds reuse the first round's."""
     base = Path(os.environ.get("ASV_ENV_DIR", tempfile.gettempdir())) / "kperf-static"
-    name = record.params_key({**key, "commit": os.environ.get("ASV_COMMIT", "")})
+    name = record.params_key({**key, "source": kernel_source_digest(key["op"])})
     return base / f"{name}.json"
 
 
 def static_figures(op_name: str, case: str, dtype: str, backend: str, target: str) -> dict:
     """Compile ahead of time for ``target`` (no GPU needed) and read the static figures.
 
-    Cached per commit and environment: the figure suites share one compile per kernel.
+    Cached per environment and kernel source: the figure suites share one compile per kernel.
     """
     key = {"op": op_name, "case": case, "dtype": dtype, "backend": backend, "target": target}
     path = _static_cache_path(key)

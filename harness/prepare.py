@@ -32,8 +32,11 @@ def rotating_sets(bytes_per_set: float, cache_bytes: int, max_sets: int = 16) ->
 
 
 def prepare(op: Any, case_name: str, dtype: str, backend_name: str, target: Any,
-            device: str = "cuda", max_sets: int = 16) -> Prepared:
-    """Build and verify; raises ``checks.WrongResult`` (or the build's error) on failure."""
+            device: str = "cuda", max_sets: int = 16,
+            overrides: dict[str, Any] | None = None) -> Prepared:
+    """Build and verify; raises ``checks.WrongResult`` (or the build's error) on failure.
+
+    ``overrides`` replace fields of the backend's default configuration (a tuning sweep)."""
     import torch
 
     case = op.case(case_name)
@@ -43,7 +46,7 @@ def prepare(op: Any, case_name: str, dtype: str, backend_name: str, target: Any,
     sets = rotating_sets(bytes_moved, target.l2_bytes, max_sets)
     inputs = [op.make_inputs(case, dtype, device, seed) for seed in range(sets)]
     start = time.perf_counter()  # host timer on purpose: compiling is host work
-    built = backend.build(case, dtype, target)
+    built = backend.build(case, dtype, target, **(overrides or {}))
     first_out = built.fn(*inputs[0])
     if device != "cpu":
         torch.cuda.synchronize()

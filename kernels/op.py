@@ -110,11 +110,11 @@ def compiled_backend(name: str, module: str) -> Backend:
     must not happen before asv's fork server forks on a GPU machine).
     """
 
-    def build(case: Case, dtype: str, target: Target) -> Build:
-        return importlib.import_module(module).build(case, dtype, target)
+    def build(case: Case, dtype: str, target: Target, **overrides: Any) -> Build:
+        return importlib.import_module(module).build(case, dtype, target, **overrides)
 
-    def aot(case: Case, dtype: str, target: Target) -> dict[str, Any]:
-        return importlib.import_module(module).aot(case, dtype, target)
+    def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, Any]:
+        return importlib.import_module(module).aot(case, dtype, target, **overrides)
 
     return Backend(name, build, aot)
 

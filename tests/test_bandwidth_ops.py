@@ -87,16 +87,17 @@ results = []
 for name, rows, cols, masked in (("ragged", 5, 1000, False), ("narrow", 3, 48, False),
                                  ("masked", 4, 700, True)):
     case = Case(name, {"M": rows, "N": cols})
-    for dtype in ("fp16", "fp32"):
+    for dtype, programs_per_sm in (("fp16", 0), ("fp32", 0), ("fp16", 2)):
         (x,) = op.make_inputs(case, dtype, "cpu", 1)
         if masked:
             x[:, 3::5] = float("-inf")
+        # programs_per_sm=2 on the interpreter's one "SM": two programs stride over the rows
         built = triton_softmax.build(case, dtype, TARGETS["sm_90a"], looped=True, BLOCK_N=64,
-                                     BLOCK_M=1)
+                                     BLOCK_M=1, programs_per_sm=programs_per_sm)
         rtol, atol = op.tolerance[dtype]
         agreement = checks.compare(built.fn(x), op.reference(x), rtol, atol, name)
         results.append({"case": name, "dtype": dtype, "max_abs_err": agreement.max_abs_err,
-                        "looped": built.config["looped"]})
+                        "looped": built.config["looped"], "programs_per_sm": programs_per_sm})
 print(json.dumps(results))
 """
 
@@ -108,7 +109,8 @@ def test_looped_softmax_under_interpreter():
                          env=env, timeout=600, cwd=str(REPO))
     assert out.returncode == 0, out.stderr[-3000:]
     results = json.loads(out.stdout.strip().splitlines()[-1])
-    assert len(results) == 6 and all(r["looped"] for r in results), results
+    assert len(results) == 9 and all(r["looped"] for r in results), results
+    assert sum(r["programs_per_sm"] == 2 for r in results) == 3
 
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
@@ -125,6 +127,32 @@ def test_tilelang_looped_softmax_chunks_the_row(target):
     # two passes over the row, each a loop of ceil(N / block_N) chunks
     assert len(re.findall(rf"< {chunks}; \+\+", source)) == 2, source[:2000]
     assert attrs["threads"] == cfg.threads
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_tilelang_looped_softmax_fixed_grid_and_staged_chunks(target):
+    """A grid of ``programs_per_sm`` per SM strides over the rows; staged chunks are
+    multi-buffered in shared memory (two passes, each with its own buffers)."""
+    from dataclasses import replace
+
+    from kernels import compat
+    from kernels.softmax import tilelang_softmax
+
+    tgt = TARGETS[target]
+    case = get_op("softmax").case("llama3-8b.logits-4k")
+    plain = tilelang_softmax.default_config(case, tgt)
+    staged = replace(plain, programs_per_sm=1, stages=2)
+    source, attrs = compat.tilelang_lower_source(
+        tilelang_softmax.prim_func(case, "fp16", staged, tgt), tgt)
+    rows_per_program = -(-case.dims["M"] // tgt.sm_count)
+    assert re.search(rf"< {rows_per_program}; \+\+", source), source[:2000]
+    assert tilelang_softmax.looped_programs(case.dims["M"], staged, tgt) == tgt.sm_count
+    chunk_bytes = plain.block_N * 2
+    _, plain_attrs = compat.tilelang_lower_source(
+        tilelang_softmax.prim_func(case, "fp16", plain, tgt), tgt)
+    # 2 stages of one fp16 chunk, beyond what the unstaged kernel needs (sm_90a keeps both
+    # passes' buffers, gfx942 reuses one pass's space for the other)
+    assert attrs["shared_bytes"] - plain_attrs["shared_bytes"] >= 2 * chunk_bytes, attrs
 
 
 def _fragment_elems(source: str, name: str) -> int:

@@ -99,3 +99,23 @@ def test_static_figure_suite_records_a_skip(monkeypatch, tmp_path, repo) -> None
 
     with pytest.raises(NotImplementedError, match=r"triton 3\.1\.0"):
         GemmRegisters().setup("gfx942", "fp16", "triton")
+
+
+def test_static_figure_cache_follows_the_op_source_not_the_commit(tmp_path):
+    """Base and head of a PR share an op's compile unless the op (or shared code) changed."""
+    from benchmarks import _suites
+
+    root = tmp_path / "kernels"
+    for rel, text in (("op.py", "shared"), ("gemm/spec.py", "g"), ("softmax/spec.py", "s")):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+
+    def digest(op: str) -> str:
+        return _suites.kernel_source_digest(op, root)
+
+    gemm, softmax = digest("gemm"), digest("softmax")
+    assert gemm != softmax and digest("gemm") == gemm
+    (root / "softmax/spec.py").write_text("s, changed")
+    assert digest("gemm") == gemm and digest("softmax") != softmax
+    (root / "op.py").write_text("shared, changed")
+    assert digest("gemm") != gemm

@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # One batch of GPU checks and timings on an offline GPU machine (used on the H200).
-#   OUT=dir bash tools/gpu_validate.sh STEP...   steps: info tests perf:<ops>[:cases] asv:<regex>
-# Needs .gpu/site.tar.xz and .gpu/asvwhl (see tools/offline_env.sh); writes under $OUT.
+#   OUT=dir bash tools/gpu_validate.sh STEP...
+# Steps (each bounded by STEP_TIMEOUT seconds, default 300; outputs under $OUT):
+#   info                       GPU, driver, clocks, versions
+#   tests                      the GPU-only pytest tests
+#   noise                      tools.noise collect (gate statistics offline)
+#   sampler                    paired sampler A/B (SAMPLER_PAIRS per kernel, default 60)
+#   perf:<ops>[:cases[:per-op[:dtypes]]]   tools.perf (PERF_PLAN, PERF_VARIANTS: JSON)
+#   asv:<regex>                tools.bench --no-publish on matching benchmarks
+#   gate:<rounds>[:inject]     tools.gate on the default PR subset, HEAD~1 -> HEAD, where
+#                              HEAD is an empty commit (A/A) or, with inject, one that grows
+#                              GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
+# Needs .gpu/site.tar.xz and .gpu/asvwhl (see tools/offline_env.sh).
 set -u
 out=${OUT:?set OUT}
 source tools/offline_env.sh .gpu/site.tar.xz .gpu/asvwhl
@@ -10,6 +20,8 @@ if ! git rev-parse HEAD >/dev/null 2>&1; then
   git init -q && git add -A && git -c user.email=k@p -c user.name=kperf commit -qm snapshot
 fi
 git -c user.email=k@p -c user.name=kperf stash -u -q 2>/dev/null  # measure the committed code only, not work in progress
+limit=${STEP_TIMEOUT:-300}
+commit() { git -c user.email=k@p -c user.name=kperf commit -q "$@"; }
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
   case $step in
@@ -18,29 +30,42 @@ for step in "$@"; do
       python3 -c "import torch, triton, tilelang; print(torch.__version__, triton.__version__, tilelang.__version__)"
       git log --oneline | head -3 ;;
     tests)
-      python3 -m pytest -q -m gpu -p no:cacheprovider tests/ 2>&1 | tee "$out/gpu_tests.txt" | tail -30 ;;
+      timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider tests/ > "$out/gpu_tests.txt" 2>&1
+      tail -30 "$out/gpu_tests.txt" ;;
     noise)
-      python3 -m tools.noise collect --out "$out/noise.json" ;;
-    perf:*)  # perf:<ops>[:cases[:per-op]]
-      IFS=: read -r _ ops cases per_op <<<"$step"
-      timeout "${STEP_TIMEOUT:-300}" python3 -m tools.perf --ops "$ops" ${cases:+--cases "$cases"} \
-        --per-op "${per_op:-2}" --plan '{"trials": 6}' --out "$out/perf.json" \
-        --markdown "$out/perf.md" > "$out/perf.log" 2>&1
-      grep -v TileLang "$out/perf.log" | tail -50 ;;
+      timeout "$limit" python3 -m tools.noise collect --out "$out/noise.json" ;;
     sampler)
-      python3 -m tools.noise collect --kinds gemm --sampler-only --rounds 16 \
-        --out "$out/sampler.json" 2>&1 | tail -3 ;;
-    gate-aa:*)  # an A/A gate run: HEAD against an empty commit on top of it
-      regex=${step#gate-aa:}
-      git -c user.email=k@p -c user.name=kperf commit -q --allow-empty -m "A/A: no change"
-      /usr/bin/time -f "gate wall %e s" timeout "${STEP_TIMEOUT:-300}" python3 -m tools.gate \
-        --base HEAD~1 --head HEAD -b "$regex" --rounds 3 --label sm_90 --out "$out/gate" \
-        > "$out/gate.log" 2>&1
-      echo "gate exit $?"; tail -5 "$out/gate.log"; cat "$out/gate/gate.md" 2>/dev/null | head -30 ;;
+      timeout "$limit" python3 -m tools.noise collect --kinds gemm,copy --sampler-only \
+        --sampler-pairs "${SAMPLER_PAIRS:-60}" --out "$out/sampler.json" 2>&1 | tail -3 ;;
+    perf:*)
+      IFS=: read -r _ ops cases per_op dtypes <<<"$step"
+      tag=${ops//,/+}
+      timeout "$limit" python3 -m tools.perf --ops "$ops" ${cases:+--cases "$cases"} \
+        --per-op "${per_op:-2}" ${dtypes:+--dtypes "$dtypes"} --plan "${PERF_PLAN:-{\"trials\": 6\}}" \
+        ${PERF_VARIANTS:+--variants "$PERF_VARIANTS"} --timeout "${CASE_TIMEOUT:-120}" \
+        --out "$out/perf-$tag.json" --markdown "$out/perf-$tag.md" > "$out/perf-$tag.log" 2>&1
+      grep -v TileLang "$out/perf-$tag.log" | tail -40 ;;
     asv:*)
       regex=${step#asv:}
-      /usr/bin/time -f "asv wall %e s" python3 -m tools.bench --no-publish -b "$regex" 2>&1 | tail -40
+      /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.bench --no-publish \
+        -b "$regex" > "$out/asv.log" 2>&1
+      tail -25 "$out/asv.log"
       tar -czf "$out/asv_results.tgz" .asv/results .asv/records ;;
+    gate:*)
+      IFS=: read -r _ rounds inject <<<"$step"
+      if [ -n "$inject" ]; then
+        sed -i 's/Case("square-8192", {"M": 8192, "N": 8192, "K": 8192}/Case("square-8192", {"M": 8192, "N": 8192, "K": 8448}/' kernels/gemm/spec.py
+        sed -i 's/Case("llama3-8b.logits-4k", {"M": 4096,/Case("llama3-8b.logits-4k", {"M": 4137,/' kernels/softmax/spec.py
+        git diff --stat; commit -am "injected: square-8192 K +3.1%, logits-4k rows +1%"
+      else
+        commit --allow-empty -m "A/A: no change"
+      fi
+      /usr/bin/time -f "gate wall %e s" timeout "$limit" python3 -m tools.gate \
+        --base HEAD~1 --head HEAD --rounds "${rounds:-3}" --label sm_90 --out "$out/gate" \
+        > "$out/gate.log" 2>&1
+      echo "gate exit $?"; tail -4 "$out/gate.log"; head -40 "$out/gate/gate.md" 2>/dev/null
+      tar -czf "$out/gate_data.tgz" .asv/pr* 2>/dev/null ;;
+    *) echo "unknown step $step" ;;
   esac
 done
 echo "=== done $(date -u +%H:%M:%S)"

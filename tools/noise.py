@@ -8,14 +8,15 @@ fp16, power-capped on an H200) and a bandwidth-bound kernel (1 GiB copy), each a
 base and as variants with a known amount of extra work (K or the byte count grown by
 1, 3 and 5 %). Each trial is one asv-style sample (median of event-timed reps with an
 L2 flush) with its NVML clock window. It also times the same kernels with and without
-the telemetry sampler, to measure the sampler's cost.
+the telemetry sampler, to measure the sampler's cost: adjacent pairs (AB, then BA) of
+identical measurements that differ only in the sampler thread, so that the ratio inside
+a pair carries the sampler's effect and not the GPU's drift.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,8 @@ from typing import Any
 from harness.timing import Plan
 
 SLOWDOWNS = (0.0, 0.01, 0.03, 0.05)
-SAMPLER_PERIODS_S = (0.01, 0.05, 0.1)
+SAMPLER_PERIOD_S = 0.05  # the measurement core's default
+# one warm-up trial and one timed trial: the same work whether or not a sampler runs
 TRIAL_PLAN = dict(trials=1, min_trial_s=0.1, warmup_min_s=0.0, settle_trials=1)
 
 
@@ -41,12 +43,30 @@ def _kernels(kind: str, slowdown: float):
     return [lambda: dst.copy_(src)], 8.0 * n
 
 
-def collect(rounds: int, out: Path, kinds: tuple[str, ...] = ("gemm", "copy"),
-            sampler_only: bool = False) -> dict[str, Any]:
-    from harness.device import TorchDevice
-    from harness.telemetry import NullSource, open_source
+def sampler_pairs(calls, kind: str, pairs: int, device, source, rows: list[dict]) -> None:
+    """``pairs`` adjacent measurements with and without the sampler, order alternating."""
+    from harness.telemetry import NullSource
     from harness.timing import measure
 
+    off = NullSource("A/B without sampler")
+    for pair in range(pairs):
+        for on in (True, False) if pair % 2 == 0 else (False, True):
+            m = measure(calls, device, Plan(**TRIAL_PLAN), source if on else off,
+                        sampler_period_s=SAMPLER_PERIOD_S)
+            if not on and source.lag_s:  # measure() waits out the lag with a sampler: same idle
+                time.sleep(min(source.lag_s * 2, 0.2))
+            rows.append({"kernel": kind, "sampler": on, "pair": pair,
+                         "period_s": SAMPLER_PERIOD_S if on else 0.0,
+                         "seconds": m.samples[0]})
+
+
+def collect(rounds: int, out: Path, kinds: tuple[str, ...] = ("gemm", "copy"),
+            sampler_only: bool = False, sampler_rounds: int | None = None) -> dict[str, Any]:
+    from harness.device import TorchDevice
+    from harness.telemetry import open_source
+    from harness.timing import measure
+
+    sampler_rounds = rounds if sampler_rounds is None else sampler_rounds
     device = TorchDevice(flush_bytes=100 << 20)
     source = open_source()
     data: dict[str, Any] = {"gpu": device.name, "telemetry": source.backend,
@@ -67,15 +87,7 @@ def collect(rounds: int, out: Path, kinds: tuple[str, ...] = ("gemm", "copy"),
                                        "sm_clock_mhz_mean": w.sm_clock_mhz_mean,
                                        "throttle_bits": w.throttle_bits_or,
                                        "power_w": w.power_w_mean})
-        for r in range(rounds // 2):  # sampler cost: same kernel, with and without telemetry
-            periods = (0.0, *SAMPLER_PERIODS_S)
-            for period in periods if r % 2 == 0 else tuple(reversed(periods)):
-                src = source if period else NullSource("A/B without sampler")
-                m = measure(variants[0.0], device, Plan(trials=3, warmup_min_s=0.0), src,
-                            sampler_period_s=period or 0.01)
-                data["sampler_ab"].append({"kernel": kind, "sampler": bool(period),
-                                           "period_s": period,
-                                           "seconds": statistics.median(m.samples)})
+        sampler_pairs(variants[0.0], kind, sampler_rounds, device, source, data["sampler_ab"])
         del variants
     data["wall_s"] = time.time() - start
     out.write_text(json.dumps(data, indent=1))
@@ -91,11 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--out", type=Path, default=Path("noise.json"))
     c.add_argument("--kinds", default="gemm,copy")
     c.add_argument("--sampler-only", action="store_true", help="only the sampler A/B")
+    c.add_argument("--sampler-pairs", type=int, help="sampler A/B pairs per kernel "
+                   "(default: --rounds)")
     e = sub.add_parser("evaluate")
     e.add_argument("path", type=Path)
     args = parser.parse_args(argv)
     if args.cmd == "collect":
-        data = collect(args.rounds, args.out, tuple(args.kinds.split(",")), args.sampler_only)
+        data = collect(args.rounds, args.out, tuple(args.kinds.split(",")), args.sampler_only,
+                       args.sampler_pairs)
         print(f"{len(data['trials'])} trials in {data['wall_s']:.0f} s -> {args.out}")
         return 0
     from tools.noise_eval import report

@@ -108,17 +108,28 @@ def clock_relation(data: dict[str, Any], kernel: str) -> dict[str, float]:
             "n": len(base)}
 
 
-def sampler_cost(data: dict[str, Any]) -> dict[tuple[str, float], float]:
-    """(kernel, sampler period) -> median with the sampler / median without - 1."""
-    rows = data["sampler_ab"]
+def sampler_cost(data: dict[str, Any], level: float = 0.95,
+                 seed: int = 0) -> dict[str, dict[str, float]]:
+    """kernel -> the median over pairs of (with sampler / without) - 1, with a bootstrap
+    interval of that median; each pair is two adjacent, otherwise identical measurements."""
+    import numpy as np
+
     out = {}
+    rows = data["sampler_ab"]
     for kernel in sorted({r["kernel"] for r in rows}):
-        off = [r["seconds"] for r in rows if r["kernel"] == kernel and not r["sampler"]]
-        periods = sorted({r.get("period_s", 0.01) for r in rows if r["sampler"]})
-        for period in periods:
-            on = [r["seconds"] for r in rows if r["kernel"] == kernel and r["sampler"]
-                  and r.get("period_s", 0.01) == period]
-            out[(kernel, period)] = statistics.median(on) / statistics.median(off) - 1.0
+        pairs: dict[int, dict[bool, float]] = {}
+        for r in rows:
+            if r["kernel"] == kernel and "pair" in r:
+                pairs.setdefault(r["pair"], {})[r["sampler"]] = r["seconds"]
+        ratios = np.array([p[True] / p[False] for p in pairs.values() if len(p) == 2])
+        if len(ratios) < 2:
+            continue
+        rng = np.random.default_rng(seed)
+        boot = np.median(rng.choice(ratios, (4000, len(ratios))), axis=1)
+        lo, hi = np.quantile(boot, [(1 - level) / 2, (1 + level) / 2])
+        out[kernel] = {"delta": float(np.median(ratios)) - 1.0, "lo": float(lo) - 1.0,
+                       "hi": float(hi) - 1.0, "pairs": len(ratios),
+                       "period_s": max(r["period_s"] for r in rows if r["kernel"] == kernel)}
     return out
 
 
@@ -149,8 +160,9 @@ def report(data: dict[str, Any], thresholds: Path | None = None) -> str:
 
 def _sampler_lines(data: dict[str, Any]) -> list[str]:
     lines: list[str] = []
-    lines += ["", "| kernel | sampler period | median with sampler / without - 1 |",
-              "|---|---|---|"]
-    for (kernel, period), delta in sampler_cost(data).items():
-        lines.append(f"| {kernel} | {period * 1e3:.0f} ms | {delta:+.3%} |")
+    lines += ["", "| kernel | sampler period | pairs | with sampler / without - 1 (median "
+              "of pairs) | 95% interval |", "|---|---|---|---|---|"]
+    for kernel, c in sampler_cost(data).items():
+        lines.append(f"| {kernel} | {c['period_s'] * 1e3:.0f} ms | {c['pairs']} | "
+                     f"{c['delta']:+.3%} | [{c['lo']:+.3%}, {c['hi']:+.3%}] |")
     return lines

@@ -2,6 +2,8 @@
 
     python -m tools.perf --ops gemm --cases square-4096,square-8192 --out perf.json
     python -m tools.perf --markdown perf.md   # all ops, their default cases
+    python -m tools.perf --ops softmax --per-op 1 --dtypes fp16 \
+        --variants '{"triton": [{"programs_per_sm": 1}, {"programs_per_sm": 2}]}'
 
 Each case is verified against its reference, then timed by the measurement core with
 telemetry. Cases run in a worker process (harness.isolate): a crash, hang, wrong or NaN
@@ -46,7 +48,8 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         calls, config = [lambda: dst.copy_(src)], {"library": "torch copy_"}
         flops, nbytes, first, err = 0.0, 2.0 * COPY_BYTES, 0.0, 0.0
     else:
-        p = prepare(get_op(spec["op"]), spec["case"], spec["dtype"], spec["backend"], target)
+        p = prepare(get_op(spec["op"]), spec["case"], spec["dtype"], spec["backend"], target,
+                    overrides=spec.get("overrides"))
         calls, flops, nbytes, config = p.calls, p.flops, p.bytes_moved, p.config
         first, err = p.first_call_s, p.agreement.max_abs_err
     device = TorchDevice(flush_bytes=2 * target.l2_bytes)
@@ -75,9 +78,32 @@ def default_cases(op, per_op: int) -> list[str]:
     return [c.name for c in op.cases[:per_op]]
 
 
+def parse_variants(text: str | None) -> dict[str, list[dict[str, Any]]]:
+    """``{"backend": [{field: value, ...}, ...]}``: configurations timed besides the default."""
+    if not text:
+        return {}
+    try:
+        variants = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SystemExit(f"--variants: not JSON: {err}") from None
+    if not isinstance(variants, dict) or not all(
+            isinstance(v, list) and all(isinstance(o, dict) for o in v) for v in variants.values()):
+        raise SystemExit('--variants: expected {"backend": [{"field": value}, ...]}')
+    return variants
+
+
+def label(spec: dict[str, Any]) -> str:
+    """The backend, with the configuration fields a variant overrides."""
+    overrides = spec.get("overrides")
+    if not overrides:
+        return spec["backend"]
+    return spec["backend"] + " {" + ", ".join(f"{k}={v}" for k, v in overrides.items()) + "}"
+
+
 def plan_specs(args: argparse.Namespace) -> list[dict[str, Any]]:
     from kernels.registry import get_op, op_names
 
+    variants = parse_variants(args.variants)
     specs: list[dict[str, Any]] = [{"op": "hbm-copy", "case": "1GiB", "dtype": "fp32",
                                     "backend": "torch"}]
     for name in args.ops.split(",") if args.ops else op_names():
@@ -92,6 +118,8 @@ def plan_specs(args: argparse.Namespace) -> list[dict[str, Any]]:
             for dtype in dtypes:
                 for backend in backends:
                     specs.append({"op": name, "case": case, "dtype": dtype, "backend": backend})
+                    specs.extend({"op": name, "case": case, "dtype": dtype, "backend": backend,
+                                  "overrides": o} for o in variants.get(backend, []))
     plan = json.loads(args.plan) if args.plan else {}
     return [dict(s, plan=plan) for s in specs]
 
@@ -101,7 +129,8 @@ def attach_baselines(rows: list[dict[str, Any]]) -> None:
     from kernels.registry import get_op
 
     copy = next((r for r in rows if r["op"] == "hbm-copy" and r["status"] == "ok"), None)
-    by_key = {(r["op"], r["case"], r["dtype"], r["backend"]): r for r in rows}
+    by_key = {(r["op"], r["case"], r["dtype"], r["backend"]): r for r in rows
+              if not r.get("overrides")}
     for r in rows:
         if r["status"] != "ok" or r["op"] == "hbm-copy":
             continue
@@ -122,14 +151,14 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["status"] != "ok":
-            lines.append(f"| {r['op']} | {r['case']} | {r['dtype']} | {r['backend']} | "
+            lines.append(f"| {r['op']} | {r['case']} | {r['dtype']} | {label(r)} | "
                          f"{r['status']}: {r['error'].splitlines()[0][:80]} |||||||")
             continue
         def fmt(key: str, pattern: str, row: dict[str, Any] = r) -> str:
             return pattern.format(row[key]) if row.get(key) is not None else ""
 
         lines.append(
-            f"| {r['op']} | {r['case']} | {r['dtype']} | {r['backend']} | ok | "
+            f"| {r['op']} | {r['case']} | {r['dtype']} | {label(r)} | ok | "
             f"{r['median_s'] * 1e6:.1f} us | {r['tflops']:.1f} | {r['gbps']:.0f} | "
             f"{fmt('vs_baseline', '{:.3f}')} | {fmt('vs_copy_bw', '{:.3f}')} | "
             f"{fmt('sm_clock_mhz', '{:.0f}')} | {r['first_call_s']:.2f} |")
@@ -143,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-op", type=int, default=2)
     parser.add_argument("--dtypes")
     parser.add_argument("--backends")
+    parser.add_argument("--variants", help='JSON {"backend": [{"config field": value}, ...]}: '
+                        "configurations timed besides each backend's default")
     parser.add_argument("--plan", help='JSON overrides of harness.timing.Plan, e.g. {"trials":5}')
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per case")
     parser.add_argument("--out", type=Path, default=Path("perf.json"))
@@ -168,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = (f"{row['median_s'] * 1e6:10.1f} us {row['tflops']:7.1f} TFLOP/s "
                    f"{row['gbps']:7.0f} GB/s" if row["status"] == "ok"
                    else f"{row['status'].upper()}: {row['error'].splitlines()[0][:160]}")
-        print(f"{spec['op']:>10} {spec['case']:<32} {spec['dtype']:<8} {spec['backend']:<9} "
+        print(f"{spec['op']:>10} {spec['case']:<32} {spec['dtype']:<8} {label(spec):<9} "
               f"{summary}", flush=True)
         args.out.write_text(json.dumps({"meta": {"partial": True}, "rows": rows}, indent=1))
     attach_baselines(rows)

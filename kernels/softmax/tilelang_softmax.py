@@ -3,7 +3,10 @@
 Rows that fit one block: a block of rows in a register fragment, T.reduce_max then
 T.reduce_sum, one read and one write. Wider rows (the 128256 vocabulary): one row per
 program, looped in chunks; the first pass keeps a running max and rescaled sum per fragment
-element (reduced across threads once, after the loop), the second writes the result.
+element (reduced across threads once, after the loop), the second writes the result,
+walking the row backwards so it starts on the chunks most likely still in L2. With
+``programs`` set, a fixed grid strides over the rows (bounding the rows in flight between
+the passes), and ``stages`` > 0 stages the chunks through shared memory in a pipeline.
 exp is exp2 of x * log2(e), as the example does.
 """
 
@@ -26,6 +29,8 @@ class Config:
     threads: int
     looped: bool
     block_N: int = 0  # chunk of a looped row (0: the whole row in one block)
+    programs_per_sm: int = 0  # looped: a grid of this many programs per SM; 0: one per row
+    stages: int = 0  # looped: chunks staged through shared memory, pipelined; 0: direct loads
 
 
 @dataclass(frozen=True)
@@ -97,16 +102,31 @@ def softmax_rows(M: int, N: int, dtype: str, cfg: Config, target: Target):
     return softmax
 
 
+def looped_programs(M: int, cfg: Config, target: Target) -> int:
+    """Grid of the looped kernel (a compile-time constant in TileLang): sized for the
+    target's SM / CU count, since a TileLang kernel is compiled for one target."""
+    if cfg.programs_per_sm <= 0:
+        return M
+    return max(1, min(M, cfg.programs_per_sm * target.sm_count))
+
+
 def softmax_looped(M: int, N: int, dtype: str, cfg: Config, target: Target):
-    """Two passes over a row in ``block_N`` chunks, one row a program; the last chunk is ragged."""
+    """Two passes over a row in ``block_N`` chunks; the last chunk is ragged."""
     T = compat.tilelang_language(target)
     io_dtype, accum_dtype = TL_DTYPE[dtype], "float32"
     bN = cfg.block_N
     chunks = (N + bN - 1) // bN
+    programs = looped_programs(M, cfg, target)
+    rows_per_program = (M + programs - 1) // programs
+
+    staged = cfg.stages > 0  # a Python bool: the parser keeps one branch of each `if staged`
 
     @T.prim_func
     def softmax(X: T.Tensor((M, N), io_dtype), Y: T.Tensor((M, N), io_dtype)):
-        with T.Kernel(M, threads=cfg.threads) as row:
+        with T.Kernel(programs, threads=cfg.threads) as bx:
+            # 2-D: what TMA and multi-buffering take; one per pipelined loop, each multi-buffered
+            x_shared = T.alloc_shared((1, bN), io_dtype)
+            x_shared2 = T.alloc_shared((1, bN), io_dtype)
             x = T.alloc_fragment((bN,), io_dtype)
             scaled = T.alloc_fragment((bN,), accum_dtype)
             run_max = T.alloc_fragment((bN,), accum_dtype)
@@ -114,32 +134,45 @@ def softmax_looped(M: int, N: int, dtype: str, cfg: Config, target: Target):
             row_max = T.alloc_fragment((1,), accum_dtype)
             row_sum = T.alloc_fragment((1,), accum_dtype)
             y = T.alloc_fragment((bN,), io_dtype)
-            # finite start: an element that only sees padding rescales by exp2(0), never nan
-            T.fill(run_max, -1e30)
-            T.clear(run_sum)
-            for k in T.serial(chunks):
-                T.copy(X[row, k * bN], x)
-                for j in T.Parallel(bN):
-                    scaled[j] = T.if_then_else(k * bN + j < N,
-                                               T.cast(x[j], accum_dtype) * LOG2E,
-                                               -T.infinity(accum_dtype))
-                # one exp per element: exp2(-|x - max|) rescales the old sum or is the new term
-                for j in T.Parallel(bN):
-                    run_sum[j] = T.if_then_else(
-                        scaled[j] > run_max[j],
-                        run_sum[j] * T.exp2(-T.abs(scaled[j] - run_max[j])) + 1.0,
-                        run_sum[j] + T.exp2(-T.abs(scaled[j] - run_max[j])))
-                    run_max[j] = T.max(run_max[j], scaled[j])
-            T.reduce_max(run_max, row_max, dim=0)
-            for j in T.Parallel(bN):
-                run_sum[j] = run_sum[j] * T.exp2(run_max[j] - row_max[0])
-            T.reduce_sum(run_sum, row_sum, dim=0)
-            for k in T.serial(chunks):
-                T.copy(X[row, k * bN], x)
-                for j in T.Parallel(bN):
-                    y[j] = T.cast(T.exp2(T.cast(x[j], accum_dtype) * LOG2E - row_max[0])
-                                  / row_sum[0], io_dtype)
-                T.copy(y, Y[row, k * bN])
+            for r in T.serial(rows_per_program):
+                row = r * programs + bx
+                if row < M:
+                    # finite start: an element that only sees padding rescales by exp2(0)
+                    T.fill(run_max, -1e30)
+                    T.clear(run_sum)
+                    for k in T.Pipelined(chunks, num_stages=cfg.stages):  # 0: not pipelined
+                        if staged:
+                            T.copy(X[row, k * bN], x_shared)
+                            for j in T.Parallel(bN):
+                                x[j] = x_shared[0, j]
+                        else:
+                            T.copy(X[row, k * bN], x)
+                        for j in T.Parallel(bN):
+                            scaled[j] = T.if_then_else(k * bN + j < N,
+                                                       T.cast(x[j], accum_dtype) * LOG2E,
+                                                       -T.infinity(accum_dtype))
+                        # one exp per element: exp2(-|x - max|) rescales or is the new term
+                        for j in T.Parallel(bN):
+                            run_sum[j] = T.if_then_else(
+                                scaled[j] > run_max[j],
+                                run_sum[j] * T.exp2(-T.abs(scaled[j] - run_max[j])) + 1.0,
+                                run_sum[j] + T.exp2(-T.abs(scaled[j] - run_max[j])))
+                            run_max[j] = T.max(run_max[j], scaled[j])
+                    T.reduce_max(run_max, row_max, dim=0)
+                    for j in T.Parallel(bN):
+                        run_sum[j] = run_sum[j] * T.exp2(run_max[j] - row_max[0])
+                    T.reduce_sum(run_sum, row_sum, dim=0)
+                    for k in T.Pipelined(chunks, num_stages=cfg.stages):
+                        if staged:
+                            T.copy(X[row, (chunks - 1 - k) * bN], x_shared2)
+                            for j in T.Parallel(bN):
+                                x[j] = x_shared2[0, j]
+                        else:
+                            T.copy(X[row, (chunks - 1 - k) * bN], x)
+                        for j in T.Parallel(bN):
+                            y[j] = T.cast(T.exp2(T.cast(x[j], accum_dtype) * LOG2E - row_max[0])
+                                          / row_sum[0], io_dtype)
+                        T.copy(y, Y[row, (chunks - 1 - k) * bN])
 
     return softmax
 

@@ -3,7 +3,10 @@
 Rows that fit in registers (BLOCK_N = next power of two of N) are read once: max, exp, sum
 and scale happen on the loaded block, a block of rows per program. Wider rows (the 128256
 vocabulary) loop over the row twice: an online pass keeps a running max and rescaled sum
-per lane, then a second pass writes exp(x - max) / sum.
+per lane, then a second pass writes exp(x - max) / sum. The second pass walks the row
+backwards, so it starts on the chunks the first pass read last, the ones most likely still
+in L2; with ``programs_per_sm`` set, a fixed grid of programs strides over the rows, which
+bounds the rows in flight (and so the L2 footprint between the passes).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class Config:
     num_warps: int  # warps of 32 lanes on NVIDIA, waves of 64 lanes on gfx942
     looped: bool
     num_stages: int = 1  # software pipelining of the looped kernel's loads
+    programs_per_sm: int = 0  # looped: a grid of this many programs per SM; 0: one per row
 
 
 @dataclass(frozen=True)
@@ -82,30 +86,44 @@ def softmax_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y,
 
 
 @triton.jit
-def softmax_looped_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK_N: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = x_ptr + row * stride_x
-    y_row = y_ptr + row * stride_y
-    # Per-lane running max and sum: no cross-lane reduction inside the loop. The max starts
-    # finite so a lane that only ever sees padding (-inf) rescales by exp(0), not exp(nan).
-    run_max = tl.full([BLOCK_N], -1e30, tl.float32)
-    run_sum = tl.zeros([BLOCK_N], tl.float32)
-    for start in range(0, n_cols, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
-        # one exp per element: exp(-|x - max|) either rescales the old sum or is the new term
-        diff = x - run_max
-        e = tl.exp(-tl.abs(diff))
-        run_sum = tl.where(diff > 0, run_sum * e + 1.0, run_sum + e)
-        run_max = tl.maximum(run_max, x)
-    row_max = tl.max(run_max, axis=0)
-    inv_sum = 1.0 / tl.sum(run_sum * tl.exp(run_max - row_max), axis=0)
-    for start in range(0, n_cols, BLOCK_N):
-        cols = start + tl.arange(0, BLOCK_N)
-        col_ok = cols < n_cols
-        x = tl.load(x_row + cols, mask=col_ok, other=0.0).to(tl.float32)
-        y = tl.exp(x - row_max) * inv_sum
-        tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=col_ok)
+def softmax_looped_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y,
+                          BLOCK_N: tl.constexpr):
+    n_chunks = tl.cdiv(n_cols, BLOCK_N)
+    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+        x_row = x_ptr + tl.cast(row, tl.int64) * stride_x
+        y_row = y_ptr + tl.cast(row, tl.int64) * stride_y
+        # Per-lane running max and sum: no cross-lane reduction inside the loop. The max
+        # starts finite so a lane that only sees padding (-inf) rescales by exp(0), not nan.
+        run_max = tl.full([BLOCK_N], -1e30, tl.float32)
+        run_sum = tl.zeros([BLOCK_N], tl.float32)
+        for chunk in range(0, n_chunks):
+            cols = chunk * BLOCK_N + tl.arange(0, BLOCK_N)
+            x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+            # one exp per element: exp(-|x - max|) rescales the old sum or is the new term
+            diff = x - run_max
+            e = tl.exp(-tl.abs(diff))
+            run_sum = tl.where(diff > 0, run_sum * e + 1.0, run_sum + e)
+            run_max = tl.maximum(run_max, x)
+        row_max = tl.max(run_max, axis=0)
+        inv_sum = 1.0 / tl.sum(run_sum * tl.exp(run_max - row_max), axis=0)
+        for chunk in range(0, n_chunks):
+            cols = (n_chunks - 1 - chunk) * BLOCK_N + tl.arange(0, BLOCK_N)
+            col_ok = cols < n_cols
+            x = tl.load(x_row + cols, mask=col_ok, other=0.0).to(tl.float32)
+            y = tl.exp(x - row_max) * inv_sum
+            tl.store(y_row + cols, y.to(y_ptr.dtype.element_ty), mask=col_ok)
+
+
+def looped_programs(n_rows: int, cfg: Config, device) -> int:
+    """Grid of the looped kernel: one program per row, or ``programs_per_sm`` per SM."""
+    if cfg.programs_per_sm <= 0:
+        return n_rows
+    import torch
+
+    # the interpreter's tensors are on the CPU: one "SM", so the grid still strides
+    sms = (torch.cuda.get_device_properties(device).multi_processor_count
+           if device.type != "cpu" else 1)
+    return max(1, min(n_rows, cfg.programs_per_sm * sms))
 
 
 def softmax(x, cfg: Config):
@@ -115,8 +133,9 @@ def softmax(x, cfg: Config):
     y = torch.empty_like(x)
     opts = {"num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
     if cfg.looped:
-        softmax_looped_kernel[(n_rows,)](x, y, n_cols, x.stride(0), y.stride(0),
-                                         BLOCK_N=cfg.BLOCK_N, **opts)
+        grid = (looped_programs(n_rows, cfg, x.device),)
+        softmax_looped_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0),
+                                    BLOCK_N=cfg.BLOCK_N, **opts)
     else:
         grid = (triton.cdiv(n_rows, cfg.BLOCK_M),)
         softmax_rows_kernel[grid](x, y, n_rows, n_cols, x.stride(0), y.stride(0),
@@ -136,7 +155,6 @@ def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, A
              "stride_y": case.dims["N"]}
     if cfg.looped:
         fn, constexprs = softmax_looped_kernel, {"BLOCK_N": cfg.BLOCK_N}
-        del sizes["n_rows"]
     else:
         fn, constexprs = softmax_rows_kernel, {"BLOCK_M": cfg.BLOCK_M, "BLOCK_N": cfg.BLOCK_N}
     signature = {"x_ptr": f"*{t}", "y_ptr": f"*{t}", **dict.fromkeys(sizes, "i32"),
