@@ -2,6 +2,7 @@
 # One batch of GPU checks and timings on an offline GPU machine (used on the H200).
 #   OUT=dir bash tools/gpu_validate.sh STEP...
 # Steps (each bounded by STEP_TIMEOUT seconds, default 300; outputs under $OUT):
+# At most 8 files come back from a call: steps tar their logs with their data.
 #   info                       GPU, driver, clocks, versions
 #   tests                      the GPU-only pytest tests
 #   noise                      tools.noise collect (gate statistics offline)
@@ -11,17 +12,22 @@
 #   gate:<rounds>[:inject]     tools.gate on the default PR subset, HEAD~1 -> HEAD, where
 #                              HEAD is an empty commit (A/A) or, with inject, one that grows
 #                              GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
-# Needs .gpu/site.tar.xz and .gpu/asvwhl (see tools/offline_env.sh).
+#   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
+#                              "/tmp/site14 /tmp/site15": two TileLang releases), one asv
+#                              machine per stack, then tools.stackcmp first -> last
+# Needs KPERF_BUNDLE (default .gpu/site.tar.xz) and .gpu/asvwhl (see tools/offline_env.sh).
 set -u
 out=${OUT:?set OUT}
-source tools/offline_env.sh .gpu/site.tar.xz .gpu/asvwhl
+source tools/offline_env.sh "${KPERF_BUNDLE:-.gpu/site.tar.xz}" .gpu/asvwhl
 export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 if ! git rev-parse HEAD >/dev/null 2>&1; then
   git init -q && git add -A && git -c user.email=k@p -c user.name=kperf commit -qm snapshot
 fi
-git -c user.email=k@p -c user.name=kperf stash -u -q 2>/dev/null  # measure the committed code only, not work in progress
-limit=${STEP_TIMEOUT:-300}
 commit() { git -c user.email=k@p -c user.name=kperf commit -q "$@"; }
+# The machine gets the working tree but not necessarily its history: asv measures commits,
+# so the tree as sent becomes one (a stash here would measure a stale HEAD instead).
+git add -A && { git diff --cached --quiet || commit -m "working tree as sent"; }
+limit=${STEP_TIMEOUT:-300}
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
   case $step in
@@ -43,14 +49,14 @@ for step in "$@"; do
       timeout "$limit" python3 -m tools.perf --ops "$ops" ${cases:+--cases "$cases"} \
         --per-op "${per_op:-2}" ${dtypes:+--dtypes "$dtypes"} --plan "${PERF_PLAN:-{\"trials\": 6\}}" \
         ${PERF_VARIANTS:+--variants "$PERF_VARIANTS"} --timeout "${CASE_TIMEOUT:-120}" \
-        --out "$out/perf-$tag.json" --markdown "$out/perf-$tag.md" > "$out/perf-$tag.log" 2>&1
+        --out "$out/perf-$tag.json" > "$out/perf-$tag.log" 2>&1
       grep -v TileLang "$out/perf-$tag.log" | tail -40 ;;
     asv:*)
       regex=${step#asv:}
       /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.bench --no-publish \
         -b "$regex" > "$out/asv.log" 2>&1
       tail -25 "$out/asv.log"
-      tar -czf "$out/asv_results.tgz" .asv/results .asv/records ;;
+      tar -czf "$out/asv_results.tgz" .asv/results .asv/records -C "$out" asv.log && rm "$out/asv.log" ;;
     gate:*)
       IFS=: read -r _ rounds inject <<<"$step"
       if [ -n "$inject" ]; then
@@ -64,7 +70,22 @@ for step in "$@"; do
         --base HEAD~1 --head HEAD --rounds "${rounds:-3}" --label sm_90 --out "$out/gate" \
         > "$out/gate.log" 2>&1
       echo "gate exit $?"; tail -4 "$out/gate.log"; head -40 "$out/gate/gate.md" 2>/dev/null
-      tar -czf "$out/gate_data.tgz" .asv/pr* 2>/dev/null ;;
+      tar -czf "$out/gate_data.tgz" .asv/pr* -C "$out" gate.log && rm "$out/gate.log" ;;
+    stack:*)
+      regex=${step#stack:}
+      sites=(${STACK_SITES:-/tmp/site14 /tmp/site15})
+      for site in "${sites[@]}"; do
+        PYTHONPATH=$site timeout "$limit" python3 -m tools.matrix image --no-publish \
+          -b "$regex" -a rounds=2 >> "$out/stack.log" 2>&1
+        echo "$site: asv exit $?"; grep "^matrix: stack" "$out/stack.log" | tail -1
+      done
+      v() { PYTHONPATH=$1 python3 -c "import tilelang; print(tilelang.__version__)"; }
+      python3 -m tools.stackcmp --base "tilelang=$(v "${sites[0]}")" \
+        --head "tilelang=$(v "${sites[-1]}")" --label "TileLang $(v "${sites[0]}") -> $(v "${sites[-1]}")" \
+        --out "$out/stackcmp" > "$out/stackcmp.log" 2>&1
+      echo "stackcmp exit $?"; tail -30 "$out/stackcmp.log"
+      tar -czf "$out/stack_results.tgz" .asv/results .asv/records -C "$out" stack.log \
+        stackcmp.log stackcmp && rm -r "$out/stack.log" "$out/stackcmp.log" "$out/stackcmp" ;;
     *) echo "unknown step $step" ;;
   esac
 done
