@@ -9,7 +9,7 @@
 #   sampler                    paired sampler A/B (SAMPLER_PAIRS per kernel, default 60)
 #   perf:<ops>[:cases[:per-op[:dtypes]]]   tools.perf (PERF_PLAN, PERF_VARIANTS: JSON)
 #   asv:<regex>                tools.bench --no-publish on matching benchmarks
-#   gate:<rounds>[:inject]     tools.gate on the default PR subset, HEAD~1 -> HEAD, where
+#   gate:<rounds>[:inject]     tools.gate on GATE_BENCH (default: the PR subset), HEAD~1 -> HEAD, where
 #                              HEAD is an empty commit (A/A) or, with inject, one that grows
 #                              GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
 #   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
@@ -68,6 +68,7 @@ for step in "$@"; do
       fi
       /usr/bin/time -f "gate wall %e s" timeout "$limit" python3 -m tools.gate \
         --base HEAD~1 --head HEAD --rounds "${rounds:-3}" --label sm_90 --out "$out/gate" \
+        ${GATE_BENCH:+-b "$GATE_BENCH"} \
         > "$out/gate.log" 2>&1
       echo "gate exit $?"; tail -4 "$out/gate.log"; head -40 "$out/gate/gate.md" 2>/dev/null
       tar -czf "$out/gate_data.tgz" .asv/pr* -C "$out" gate.log && rm "$out/gate.log" ;;

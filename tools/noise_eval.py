@@ -137,6 +137,8 @@ def report(data: dict[str, Any], thresholds: Path | None = None) -> str:
     th = gate.Thresholds.load(thresholds or REPO / "thresholds.json")
     lines = [f"{data['gpu']}, {data['date']}, telemetry {data['telemetry']}, "
              f"{len(data['trials'])} trials in {data['wall_s']:.0f} s", ""]
+    if not data["trials"]:  # a sampler-only collection
+        return "\n".join(lines + _sampler_lines(data))
     lines += ["| kernel | slowdown | trials a side | SLOW | SAME | FAST | INCONCLUSIVE |",
               "|---|---|---|---|---|---|---|"]
     for n in (5, 10):
@@ -147,8 +149,6 @@ def report(data: dict[str, Any], thresholds: Path | None = None) -> str:
     lines += ["", "| trials a side | A/A gate runs (24 cases) with any false SLOW |", "|---|---|"]
     for n in (5, 10):
         lines.append(f"| {n} | {suite_false_alarms(data, th, n):.1%} |")
-    if not data["trials"]:
-        return "\n".join(lines + _sampler_lines(data))
     lines += ["", "| kernel | r(time, clock) | CoV time | CoV time x clock | clock range MHz |",
               "|---|---|---|---|---|"]
     for kernel in ("gemm", "copy"):
