@@ -2,8 +2,10 @@
 
 asv keeps only samples and statistics. Everything else a measurement knows is written
 here, keyed like asv's results (machine / commit / environment / benchmark / params),
-one small JSON file per benchmark and parameter set, written atomically so that an
-interrupted run leaves either the old file or the new one, never half a file.
+one small JSON file per benchmark process, written atomically so that an interrupted run
+leaves either the old file or the new one, never half a file. asv runs a benchmark once
+per round (``rounds``) and pools the rounds' samples: each round's process writes a file
+of its own, and a reader matches them to asv's pooled samples.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,8 @@ def record_path(benchmark: str, params: dict[str, Any], root: Path | None = None
     commit = os.environ.get("ASV_COMMIT", "nocommit")[:8]
     env = os.environ.get("ASV_ENV_NAME", "noenv")
     base = (root or record_root()) / machine / f"{commit}-{env}" / benchmark
-    return base / f"{params_key(params)}.json"
+    # one file per process: a later round must not overwrite an earlier one's record
+    return base / f"{params_key(params)}.{time.time_ns()}.{os.getpid()}.json"
 
 
 def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:

@@ -345,3 +345,38 @@ def test_help_documents_the_exit_codes() -> None:
     for line in ("2  a benchmark broke", "1  regression", "3  inconclusive or no baseline",
                  "0  pass"):
         assert line in text
+
+
+def _process_record(samples: list[float], clock: float, bits: int, at: float) -> dict:
+    windows = [WindowStats(n_readings=3, sm_clock_mhz_median=clock, throttle_bits_or=bits)
+               for _ in samples]
+    m = Measurement(samples=samples, number=1, mode="events", reps=10, calls_per_rep=1,
+                    estimate_s=samples[0], warmup_trials=3, warmup_s=0.3, settled=True,
+                    telemetry_backend="nvml", telemetry_reason="", windows=windows)
+    return {"measurement": m.as_record(), "recorded_at": at}
+
+
+def test_records_of_pooled_rounds_give_every_sample_its_clock(tmp_path, monkeypatch) -> None:
+    """asv rounds=2: two processes, two records, asv's samples are both lists in order; a
+    record of an earlier run whose samples asv replaced is passed over."""
+    monkeypatch.setenv("KPERF_MACHINE", MACHINE)
+    monkeypatch.setenv("ASV_COMMIT", BASE)
+    monkeypatch.setenv("ASV_ENV_NAME", ENV)
+    first, second, stale = [1.0, 1.1, 1.2], [2.0, 2.1], [9.0, 9.1]
+    for samples, clock, at in ((stale, 1000.0, 1.0), (first, 1400.0, 2.0), (second, 1500.0, 3.0)):
+        rec = _process_record(samples, clock, 0x4, at)
+        record.write_record(TIME, {"case": "c"}, {"kind": "time", **rec}, root=tmp_path)
+    files = list(tmp_path.rglob("*.json"))
+    assert len(files) == 3, "one record per process, none overwritten"
+    meta = {TIME: {"param_names": ["case"]}}
+    recs = gate.read_round_records(tmp_path, BASE, meta)[(ENV, _name("c"))]
+    assert [r["recorded_at"] for r in recs] == [1.0, 2.0, 3.0]
+
+    pooled = gate.RoundData("ok", samples=first + second)
+    gate.attach_record(pooled, recs)
+    assert pooled.clocks == [1400.0] * 3 + [1500.0] * 2
+    assert pooled.throttle == [0x4] * 5 and pooled.backend == "nvml"
+
+    unexplained = gate.RoundData("ok", samples=[*first, 7.0])
+    gate.attach_record(unexplained, recs)
+    assert unexplained.clocks is None  # a sample no record explains: no clocks at all

@@ -289,9 +289,10 @@ def read_benchmark_meta(results_dir: Path) -> dict[str, dict[str, Any]]:
 
 
 def read_round_records(records_dir: Path, commit: str,
-                       meta: dict[str, dict[str, Any]]) -> dict[tuple[str, str], dict]:
-    """(env, case name) -> record written by harness.record during this round."""
-    out: dict[tuple[str, str], dict] = {}
+                       meta: dict[str, dict[str, Any]]) -> dict[tuple[str, str], list[dict]]:
+    """(env, case name) -> the records harness.record wrote for it, oldest first: one per
+    benchmark process (asv's ``rounds`` > 1 runs several and pools their samples)."""
+    out: dict[tuple[str, str], list[dict]] = {}
     if not records_dir.is_dir():
         return out
     for path in sorted(records_dir.rglob("*.json")):
@@ -307,25 +308,48 @@ def read_round_records(records_dir: Path, commit: str,
             values = [repr(rec["params"][n]) for n in names]
         except KeyError as err:
             raise ResultsFileError(path, f"record lacks parameter {err}") from err
-        out[(str(rec.get("env_name") or ""), case_name(bench, values))] = rec
+        out.setdefault((str(rec.get("env_name") or ""), case_name(bench, values)), []).append(rec)
+    for recs in out.values():
+        recs.sort(key=lambda r: float(r.get("recorded_at") or 0.0))
     return out
 
 
-def attach_record(data: RoundData, rec: dict) -> None:
-    """Per-sample clocks and throttle bits from a record whose samples match asv's."""
-    m = rec["measurement"]
-    windows = m.get("windows") or []
-    data.backend = str(m.get("telemetry_backend") or "none")
-    data.throttle = [int(w["throttle_bits_or"]) for w in windows
-                     if w.get("throttle_bits_or") is not None]
-    clocks = [w.get("sm_clock_mhz_median") for w in windows]
-    recorded = [float(s) for s in m.get("samples") or []]
-    # asv stores the samples in the order the benchmark returned them, as the record does;
-    # a record from another process (a different sample list) gives no per-sample clocks.
-    same_samples = len(recorded) == len(data.samples) and all(
-        math.isclose(a, b, rel_tol=1e-9) for a, b in zip(recorded, data.samples, strict=True))
-    if same_samples and clocks and len(clocks) == len(recorded) \
-            and all(c is not None for c in clocks):
+def _same(a: Sequence[float], b: Sequence[float]) -> bool:
+    return len(a) == len(b) and all(math.isclose(x, y, rel_tol=1e-9)
+                                    for x, y in zip(a, b, strict=True))
+
+
+def attach_record(data: RoundData, recs: Sequence[dict]) -> None:
+    """Per-sample clocks and throttle bits from the records whose samples make up asv's.
+
+    asv stores each process's samples in the order the benchmark returned them, one
+    process after another; records of processes whose samples asv did not keep (an
+    earlier run of the same commit) are passed over. Clocks are attached only when every
+    sample is accounted for.
+    """
+    clocks: list[float | None] = []
+    throttle: list[int] = []
+    backend = "none"
+    pos = 0
+    while pos < len(data.samples):
+        for rec in recs:
+            m = rec["measurement"]
+            recorded = [float(s) for s in m.get("samples") or []]
+            if recorded and _same(recorded, data.samples[pos:pos + len(recorded)]):
+                windows = m.get("windows") or []
+                backend = str(m.get("telemetry_backend") or "none")
+                throttle += [int(w["throttle_bits_or"]) for w in windows
+                             if w.get("throttle_bits_or") is not None]
+                got = [w.get("sm_clock_mhz_median") for w in windows]
+                clocks += got if len(got) == len(recorded) else [None] * len(recorded)
+                pos += len(recorded)
+                break
+        else:
+            break  # a sample no record explains: no per-sample clocks for this case
+    if pos == 0:
+        return
+    data.backend, data.throttle = backend, throttle
+    if pos == len(data.samples) and clocks and all(c is not None for c in clocks):
         data.clocks = [float(c) for c in clocks]
 
 
@@ -373,9 +397,9 @@ def _read_side(round_dir: Path, machine: str, which: str, commit: str, hash_leng
         except ResultsFileError as err:
             raise GateError(f"{label}: {err}", code) from err
         for name, data in per_case.items():
-            rec = records.get((env, name))
-            if rec is not None and data.status == "ok":
-                attach_record(data, rec)
+            recs = records.get((env, name))
+            if recs and data.status == "ok":
+                attach_record(data, recs)
             out.append((env, name, data))
     return out
 

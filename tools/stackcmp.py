@@ -111,9 +111,9 @@ def read_stack(chosen: StackFile, records_root: Path | None, commit: str,
     if records_root is not None:
         records = gate.read_round_records(records_root / chosen.machine, commit, meta)
         for name, data in per_case.items():
-            rec = records.get((chosen.env, name))
-            if rec is not None and data.status == "ok":
-                gate.attach_record(data, rec)
+            recs = records.get((chosen.env, name))
+            if recs and data.status == "ok":
+                gate.attach_record(data, recs)
     return per_case
 
 
