@@ -104,6 +104,12 @@ def triton_row_config(kernel: str, case: Case, target: Target) -> TritonConfig:
                           f"the one-block row limit {tuning.max_block_n} of {kernel} on "
                           f"{target.name}")
     block_m = max(1, tuning.elems_per_program // block_n)
-    lanes = block_m * block_n // tuning.elems_per_lane
-    num_warps = min(max(lanes // target.warp_size, 1), tuning.max_warps)
-    return TritonConfig(BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    return TritonConfig(BLOCK_M=block_m, BLOCK_N=block_n,
+                        num_warps=triton_num_warps(block_m * block_n, target))
+
+
+def triton_num_warps(elems: int, target: Target) -> int:
+    """Warps for a block of ``elems`` values: ``elems_per_lane`` each, up to ``max_warps``."""
+    tuning = TRITON_TUNING[target.name]
+    lanes = elems // tuning.elems_per_lane
+    return min(max(lanes // target.warp_size, 1), tuning.max_warps)

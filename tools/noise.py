@@ -61,12 +61,12 @@ def sampler_pairs(calls, kind: str, pairs: int, device, source, rows: list[dict]
 
 
 def collect(rounds: int, out: Path, kinds: tuple[str, ...] = ("gemm", "copy"),
-            sampler_only: bool = False, sampler_rounds: int | None = None) -> dict[str, Any]:
+            sampler_only: bool = False, pairs_per_kernel: int | None = None) -> dict[str, Any]:
     from harness.device import TorchDevice
     from harness.telemetry import open_source
     from harness.timing import measure
 
-    sampler_rounds = rounds if sampler_rounds is None else sampler_rounds
+    pairs_per_kernel = rounds if pairs_per_kernel is None else pairs_per_kernel
     device = TorchDevice(flush_bytes=100 << 20)
     source = open_source()
     data: dict[str, Any] = {"gpu": device.name, "telemetry": source.backend,
@@ -87,7 +87,7 @@ def collect(rounds: int, out: Path, kinds: tuple[str, ...] = ("gemm", "copy"),
                                        "sm_clock_mhz_mean": w.sm_clock_mhz_mean,
                                        "throttle_bits": w.throttle_bits_or,
                                        "power_w": w.power_w_mean})
-        sampler_pairs(variants[0.0], kind, sampler_rounds, device, source, data["sampler_ab"])
+        sampler_pairs(variants[0.0], kind, pairs_per_kernel, device, source, data["sampler_ab"])
         del variants
     data["wall_s"] = time.time() - start
     out.write_text(json.dumps(data, indent=1))

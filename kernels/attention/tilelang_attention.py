@@ -17,7 +17,7 @@ from kernels.targets import Target
 
 from .spec import check_dims
 
-TL_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+TL_DTYPE = compat.TILELANG_DTYPE
 LOG2E = 1.4426950408889634
 
 

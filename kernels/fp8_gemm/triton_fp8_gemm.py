@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from kernels import compat
+from kernels.gemm.triton_gemm import grouped_tile
 from kernels.op import Build, Case
 from kernels.targets import Target
 
@@ -76,14 +77,7 @@ def fp8_matmul_kernel(a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, M, N, K,
                       stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
                       GROUP_M: tl.constexpr, PROMOTE_K: tl.constexpr):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BM)
-    num_pid_n = tl.cdiv(N, BN)
-    pids_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // pids_in_group) * GROUP_M
-    group_rows = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % pids_in_group) % group_rows)
-    pid_n = (pid % pids_in_group) // group_rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
 
     # Wrapped indices keep every load in bounds; the store masks the wrapped rows/columns.
     rm = (pid_m * BM + tl.arange(0, BM)) % M

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 from kernels import compat
-from kernels.op import Build, Case
+from kernels.op import Case
 from kernels.targets import Target
 
-TL_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+TL_DTYPE = compat.TILELANG_DTYPE
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,7 @@ SMALL_M = {
 }
 
 
-def default_config(case: Case, target: Target) -> Config:
+def default_config(case: Case, target: Target, dtype: str = "fp16") -> Config:
     table = SMALL_M if case.dims["M"] <= 64 else DEFAULTS
     return table[target.name]
 
@@ -69,20 +68,9 @@ def matmul(M: int, N: int, K: int, dtype: str, cfg: Config, target: Target):
     return gemm
 
 
-def _config(case: Case, target: Target, overrides: dict[str, Any]) -> Config:
-    return replace(default_config(case, target), **overrides)
-
-
-def build(case: Case, dtype: str, target: Target, **overrides: Any) -> Build:
-    cfg = _config(case, target, overrides)
+def prim_func(case: Case, dtype: str, cfg: Config, target: Target):
     d = case.dims
-    kernel = compat.tilelang_compile(matmul(d["M"], d["N"], d["K"], dtype, cfg, target))
-    return Build(fn=kernel, config=asdict(cfg))
+    return matmul(d["M"], d["N"], d["K"], dtype, cfg, target)
 
 
-def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, Any]:
-    """gfx942: HIP source only (no hipcc here); sm_90a: a full nvcc compile to a cubin."""
-    cfg = _config(case, target, overrides)
-    d = case.dims
-    func = matmul(d["M"], d["N"], d["K"], dtype, cfg, target)
-    return compat.tilelang_artifacts(func, target) | {"config": asdict(cfg)}
+build, aot = compat.tilelang_entry_points(prim_func, default_config)

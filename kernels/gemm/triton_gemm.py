@@ -51,18 +51,21 @@ def default_config(case: Case, target: Target) -> Config:
 
 
 @triton.jit
+def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(tile row, tile column) of program ``pid`` in grouped ordering: GROUP_M row-tiles
+    share their B columns while they are in L2 (Triton's matmul tutorial)."""
+    num_pid_n = tl.cdiv(N, BN)
+    pids_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // pids_in_group) * GROUP_M
+    group_rows = min(tl.cdiv(M, BM) - first_pid_m, GROUP_M)
+    return first_pid_m + ((pid % pids_in_group) % group_rows), (pid % pids_in_group) // group_rows
+
+
+@triton.jit
 def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BM)
-    num_pid_n = tl.cdiv(N, BN)
-    # Grouped ordering: GROUP_M row-tiles share their B columns while they are in L2.
-    pids_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // pids_in_group) * GROUP_M
-    group_rows = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % pids_in_group) % group_rows)
-    pid_n = (pid % pids_in_group) // group_rows
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BM, BN, GROUP_M)
 
     rm = (pid_m * BM + tl.arange(0, BM)) % M
     rn = (pid_n * BN + tl.arange(0, BN)) % N

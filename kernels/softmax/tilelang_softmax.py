@@ -5,18 +5,18 @@ T.reduce_sum, one read and one write. Wider rows (the 128256 vocabulary): one ro
 program, looped in chunks; the first pass keeps a running max and rescaled sum per fragment
 element (reduced across threads once, after the loop), the second writes the result,
 walking the row backwards so it starts on the chunks most likely still in L2. With
-``programs`` set, a fixed grid strides over the rows (bounding the rows in flight between
+``programs_per_sm`` set, a fixed grid strides over the rows (bounding the rows in flight between
 the passes), and ``stages`` > 0 stages the chunks through shared memory in a pipeline.
 exp is exp2 of x * log2(e), as the example does.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from kernels import compat
-from kernels.op import DTYPE_BYTES, Case, Unsupported
+from kernels.op import Case
+from kernels.rownorm import tilelang_row_config
 from kernels.targets import Target
 
 TL_DTYPE = compat.TILELANG_DTYPE
@@ -36,42 +36,26 @@ class Config:
 @dataclass(frozen=True)
 class Tuning:
     max_cols: int  # widest row held in one block; wider rows loop
-    elems_per_program: int  # narrow power-of-two rows are grouped until a program holds this many
-    threads: int  # the most threads a program gets
-    min_threads: int
+    threads: int  # threads of a looped program
     loop_block_n: int  # chunk of a looped row
 
 
-# sm_90a: up to 256 threads (8 warps); a looped row steps by 4096 = 16 values a thread.
-# gfx942: up to 256 threads = 4 wave64s (TileLang's AMD examples), same 4096 chunk.
+# sm_90a: 256 threads (8 warps); a looped row steps by 4096 = 16 values a thread.
+# gfx942: 256 threads = 4 wave64s (TileLang's AMD examples), same 4096 chunk.
 TUNING = {
-    "sm_90a": Tuning(max_cols=8192, elems_per_program=4096, threads=256, min_threads=64,
-                     loop_block_n=4096),
-    "gfx942": Tuning(max_cols=8192, elems_per_program=4096, threads=256, min_threads=64,
-                     loop_block_n=4096),
+    "sm_90a": Tuning(max_cols=8192, threads=256, loop_block_n=4096),
+    "gfx942": Tuning(max_cols=8192, threads=256, loop_block_n=4096),
 }
 
 
 def default_config(case: Case, target: Target, dtype: str = "fp16") -> Config:
-    """Looped beyond ``max_cols``; else rows spread over all threads, as in tilelang_rmsnorm:
-    several rows a program only for power-of-two widths, since TileLang 0.1.15 infers a
-    row-spread layout only when each thread holds a whole number of every row's columns."""
+    """Looped beyond ``max_cols``; else the row layout of the norms (kernels/rownorm.py)."""
     tuning = TUNING[target.name]
-    n_cols = case.dims["N"]
-    if n_cols > tuning.max_cols:
+    if case.dims["N"] > tuning.max_cols:
         return Config(block_M=1, threads=tuning.threads, looped=True,
                       block_N=tuning.loop_block_n)
-    if n_cols & (n_cols - 1) == 0 and n_cols >= tuning.threads:
-        return Config(block_M=max(1, tuning.elems_per_program // n_cols), threads=tuning.threads,
-                      looped=False)
-    vector = 16 // DTYPE_BYTES[dtype]
-    fits = [t for t in (tuning.threads, tuning.threads // 2, tuning.threads // 4)
-            if t >= tuning.min_threads and n_cols % t == 0]
-    if not fits:
-        raise Unsupported(f"softmax/{case.name}: N={n_cols} is not a multiple of "
-                          f"{tuning.min_threads} threads: tilelang_softmax has no row layout")
-    threads = max(fits, key=lambda t: (math.gcd(n_cols // t, vector), t))
-    return Config(block_M=1, threads=threads, looped=False)
+    rows = tilelang_row_config("tilelang_softmax", case, target, dtype)
+    return Config(block_M=rows.block_M, threads=rows.threads, looped=False)
 
 
 def softmax_rows(M: int, N: int, dtype: str, cfg: Config, target: Target):

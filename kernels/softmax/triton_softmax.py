@@ -19,6 +19,7 @@ import triton.language as tl
 
 from kernels import compat
 from kernels.op import Build, Case
+from kernels.rownorm import triton_num_warps, triton_row_config
 from kernels.targets import Target
 
 
@@ -35,37 +36,27 @@ class Config:
 @dataclass(frozen=True)
 class Tuning:
     max_block_n: int  # widest row held in registers in one piece; wider rows loop
-    elems_per_program: int  # narrow rows are grouped until a program holds this many
-    elems_per_lane: int  # num_warps = block elements / (lanes per warp * this)
-    max_warps: int
     loop_block_n: int  # chunk of a looped row
     loop_stages: int
 
 
-# sm_90a: 8 warps, 16 values a lane; looped rows step by 4096 with two stages in flight.
-# gfx942: 8 wave64s, 8 values a lane, so a 4096-wide block is one 16-byte load per lane.
+# Rows that fit take the row layout of the norms (kernels/rownorm.py); looped rows step by
+# 4096 with two stages in flight, 8 warps (sm_90a) or 8 wave64s (gfx942) a program.
 TUNING = {
-    "sm_90a": Tuning(max_block_n=8192, elems_per_program=4096, elems_per_lane=16, max_warps=8,
-                     loop_block_n=4096, loop_stages=2),
-    "gfx942": Tuning(max_block_n=8192, elems_per_program=4096, elems_per_lane=8, max_warps=8,
-                     loop_block_n=4096, loop_stages=2),
+    "sm_90a": Tuning(max_block_n=8192, loop_block_n=4096, loop_stages=2),
+    "gfx942": Tuning(max_block_n=8192, loop_block_n=4096, loop_stages=2),
 }
-
-
-def _num_warps(elems: int, tuning: Tuning, target: Target) -> int:
-    return min(max(elems // tuning.elems_per_lane // target.warp_size, 1), tuning.max_warps)
 
 
 def default_config(case: Case, target: Target) -> Config:
     tuning = TUNING[target.name]
-    block_n = triton.next_power_of_2(case.dims["N"])
-    if block_n > tuning.max_block_n:
+    if triton.next_power_of_2(case.dims["N"]) > tuning.max_block_n:
         return Config(BLOCK_M=1, BLOCK_N=tuning.loop_block_n, looped=True,
-                      num_warps=_num_warps(tuning.loop_block_n, tuning, target),
+                      num_warps=triton_num_warps(tuning.loop_block_n, target),
                       num_stages=tuning.loop_stages)
-    block_m = max(1, tuning.elems_per_program // block_n)
-    return Config(BLOCK_M=block_m, BLOCK_N=block_n, looped=False,
-                  num_warps=_num_warps(block_m * block_n, tuning, target))
+    rows = triton_row_config("triton_softmax", case, target)
+    return Config(BLOCK_M=rows.BLOCK_M, BLOCK_N=rows.BLOCK_N, num_warps=rows.num_warps,
+                  looped=False)
 
 
 @triton.jit
