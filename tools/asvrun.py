@@ -11,6 +11,8 @@ import os
 import subprocess
 import sys
 import sysconfig
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,6 +65,44 @@ def run_asv(args: list[str], env: dict[str, str], repo: Path = REPO,
         out.flush()
         return subprocess.run(cmd, cwd=repo, env=env, check=check, stdout=out,
                               stderr=subprocess.STDOUT)
+
+
+def write_hashfile(shas: Sequence[str]) -> str:
+    """A file of commit hashes, for asv's ``HASHFILE:`` revision argument."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(shas) + "\n")
+    return f.name
+
+
+def publish_site(env: dict[str, str], repo: Path, config_args: Sequence[str],
+                 html_dir: Path, records_dir: Path) -> int:
+    """``asv publish``, then the per-point clock and throttle page beside asv's site."""
+    rc = run_asv([*config_args, "publish"], env, repo).returncode
+    if rc != 0:
+        return rc
+    from tools.telemetry_pages import write_telemetry_pages
+
+    pages = write_telemetry_pages(html_dir, records_dir)
+    print(f"site: {html_dir / 'index.html'}  (serve with: python -m asv preview)")
+    print(f"clocks and throttle state per sample: {pages}")
+    return 0
+
+
+def run_and_publish(run_args: Sequence[str], env: dict[str, str], repo: Path,
+                    config_args: Sequence[str], html_dir: Path, records_dir: Path,
+                    publish: bool = True) -> int:
+    """``asv run``; unless it broke (exit 0, or 2: some benchmarks failed and are recorded),
+    publish the site. Returns asv's exit code, or publish's if that failed."""
+    rc = run_asv([*config_args, *run_args], env, repo).returncode
+    if rc not in (0, 2):
+        print(f"asv run failed (exit {rc}); nothing published", file=sys.stderr)
+        return rc
+    if rc == 2:
+        print("some benchmarks failed; their errors are above and in the results",
+              file=sys.stderr)
+    if publish:
+        return publish_site(env, repo, config_args, html_dir, records_dir) or rc
+    return rc
 
 
 def has_gpu() -> bool:

@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import tempfile
 
 from tools import machine as machine_tool
-from tools.asvrun import CPU_SUITES, REPO, asv_env, has_gpu, run_asv
+from tools.asvrun import CPU_SUITES, REPO, asv_env, has_gpu, run_and_publish, write_hashfile
 
 
 def commits(range_spec: str | None) -> list[str]:
@@ -46,29 +45,12 @@ def main(argv: list[str] | None = None) -> int:
               "gfx942 / sm_90a static figures). GPU timings need a CUDA or ROCm GPU.")
     env = asv_env(info["machine"], cpu_only=not gpu)
 
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write("\n".join(commits(args.range)) + "\n")
-        hashfile = f.name
     run_args = ["run", "--machine", info["machine"], "--record-samples", "--show-stderr",
-                f"HASHFILE:{hashfile}"]
+                f"HASHFILE:{write_hashfile(commits(args.range))}"]
     for regex in benches:
         run_args += ["-b", regex]
-    rc = run_asv(run_args, env).returncode
-    if rc not in (0, 2):
-        print(f"asv run failed (exit {rc}); nothing to publish", file=sys.stderr)
-        return rc
-    if rc == 2:
-        print("some benchmarks failed; their errors are above and in .asv/results", file=sys.stderr)
-    if not args.no_publish:
-        pub = run_asv(["publish"], env).returncode
-        if pub != 0:
-            return pub
-        from tools.telemetry_pages import write_telemetry_pages
-
-        pages = write_telemetry_pages(REPO / "html", REPO / ".asv" / "records")
-        print(f"site: {REPO / 'html' / 'index.html'}  (serve with: python -m asv preview)")
-        print(f"clocks and throttle state per sample: {pages}")
-    return rc
+    return run_and_publish(run_args, env, REPO, [], REPO / "html", REPO / ".asv" / "records",
+                           publish=not args.no_publish)
 
 
 if __name__ == "__main__":

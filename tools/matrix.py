@@ -34,8 +34,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tools import asvrun
 from tools import machine as machine_tool
-from tools.asvrun import CPU_SUITES, REPO, asv_env, run_asv
+from tools.asvrun import CPU_SUITES, REPO, asv_env, write_hashfile
 from tools.gate import derived_config, load_project_conf
 
 MATRIX_DIR = Path(".asv") / "matrix"
@@ -187,36 +188,23 @@ def write_machine(args: argparse.Namespace, stack_python: str, varied: Sequence[
     return info
 
 
-def hashfile(repo: Path, revisions: Sequence[str]) -> str:
-    shas = [subprocess.check_output(["git", "rev-parse", f"{r}^{{commit}}"], cwd=repo,
-                                    text=True).strip() for r in revisions]
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write("\n".join(shas) + "\n")
-    return f.name
-
-
 def run_and_publish(conf_path: Path, env: dict[str, str], args: argparse.Namespace,
                     machine: str, cpu_only: bool) -> int:
-    config = ["--config", str(conf_path)]
-    run_args = [*config, "run", f"HASHFILE:{hashfile(args.repo, args.commit)}",
-                "--machine", machine, "--record-samples", "--show-stderr"]
+    """asv run of ``args.commit`` in every environment of ``conf_path``, then its site."""
+    shas = [subprocess.check_output(["git", "rev-parse", f"{r}^{{commit}}"], cwd=args.repo,
+                                    text=True).strip() for r in args.commit]
+    run_args = ["run", f"HASHFILE:{write_hashfile(shas)}", "--machine", machine,
+                "--record-samples", "--show-stderr"]
     if args.interleave:
         run_args.append("--interleave-rounds")
     for regex in args.bench or ([CPU_SUITES] if cpu_only else []):
         run_args += ["-b", regex]
     for attribute in args.attribute or []:
         run_args += ["-a", attribute]
-    rc = run_asv(run_args, env, args.repo).returncode
-    if rc not in (0, 2):
-        print(f"matrix: asv run failed (exit {rc}); nothing published", file=sys.stderr)
-        return rc
-    if rc == 2:
-        print("matrix: some benchmarks failed; see the log above", file=sys.stderr)
-    if not args.no_publish:
-        pub = run_asv([*config, "publish"], env, args.repo).returncode
-        if pub != 0:
-            return pub
-    return rc
+    html_dir = Path(json.loads(conf_path.read_text())["html_dir"])
+    return asvrun.run_and_publish(run_args, env, args.repo, ["--config", str(conf_path)],
+                                  html_dir, Path(env["KPERF_RECORD_DIR"]),
+                                  publish=not args.no_publish)
 
 
 def cmd_pip(args: argparse.Namespace) -> int:

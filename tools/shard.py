@@ -683,7 +683,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tools.asvrun import asv_env, run_asv
+    from tools.asvrun import asv_env, publish_site, run_asv
 
     ctx = context(args)
     _, _, shards = prepare(ctx, args, ctx.results_dir, save=True)
@@ -717,11 +717,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         return max(broken.values())
     if not args.no_publish:
         env = asv_env(shards[0].machine, ctx.repo, cpu_only=ctx.cpu_only)
-        pub = run_asv(["--config", str(ctx.conf_path), "publish"], env, ctx.repo).returncode
+        pub = publish_site(env, ctx.repo, ["--config", str(ctx.conf_path)],
+                           ctx.repo / ctx.conf.get("html_dir", "html"),
+                           Path(env["KPERF_RECORD_DIR"]))
         if pub != 0:
             return pub
-        html = Path(ctx.conf.get("html_dir", "html"))
-        print(f"site: {ctx.repo / html / 'index.html'}")
     return 2 if 2 in codes.values() else 0
 
 
