@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from harness import METHOD_VERSION, record, static, timing
-from harness.prepare import prepare
-from harness.telemetry import open_source
+from harness import METHOD_VERSION, record, static
+
+from ._case import MEASURE_TIMEOUT_S, PREPARE_TIMEOUT_S, worker_client
 
 
 def _bench_name(obj: object, method: str) -> str:
@@ -27,16 +26,14 @@ def _bench_name(obj: object, method: str) -> str:
     return f"{module}.{type(obj).__name__}.{method}"
 
 
-def _require_gpu() -> None:
-    import torch
-
-    if not torch.cuda.is_available():
-        # Never fall back to the CPU: a CPU number under a GPU benchmark's name is a lie.
-        raise RuntimeError("GPU timing suite selected but torch sees no CUDA/ROCm GPU")
-
-
 class _TimeSuite:
-    """Device-event timing of one op x case x dtype x backend on the visible GPU."""
+    """Device-event timing of one op x case x dtype x backend on the visible GPU.
+
+    The benchmark process only names the case: a measurement worker for this commit's
+    environment and GPU (``_case.worker_client``) compiles, checks and times it, and keeps
+    all of that warm for the next case (docs/perf.md, "Suite throughput"). A compile
+    error, a wrong or NaN result, a crash or a hang of the worker fails this case only.
+    """
 
     op: str = ""
     param_names = ("case", "dtype", "backend")
@@ -45,40 +42,72 @@ class _TimeSuite:
 
     def setup(self, case: str, dtype: str, backend: str) -> None:
         from kernels.registry import get_op
-        from kernels.targets import current_device_target
 
         op = get_op(self.op)
-        op.backend(backend, op.case(case).name)  # missing here: a skip, before any GPU check
-        _require_gpu()
-        import torch
+        op.backend(backend, op.case(case).name)  # missing here: a skip, before any GPU work
+        self.spec = {"op": self.op, "case": case, "dtype": dtype, "backend": backend}
+        self.worker = worker_client()
+        self.worker.request({"op": "prepare", "spec": self.spec}, PREPARE_TIMEOUT_S)
 
-        self.target = current_device_target()
-        self.device_index = torch.cuda.current_device()
-        self.prepared = prepare(op, case, dtype, backend, self.target)  # compile + check
+    def _measure(self, consumer: str) -> dict[str, Any]:
+        plan = json.loads(os.environ.get("KPERF_PLAN", "{}"))
+        result = self.worker.request({"op": "measure", "spec": self.spec, "plan": plan,
+                                      "consumer": consumer}, MEASURE_TIMEOUT_S)
+        if result["fresh"]:  # one record per measurement, whichever benchmark reads it first
+            params = {k: self.spec[k] for k in self.param_names}
+            record.write_record(_time_name(type(self)), params, {
+                "kind": "time", "recorded_at": time.time(),
+                **{k: result[k] for k in RECORD_FIELDS}})
+        return result
 
     def track_time(self, case: str, dtype: str, backend: str) -> dict[str, Any]:
-        from harness.device import TorchDevice
-
-        device = TorchDevice(flush_bytes=2 * self.target.l2_bytes, index=self.device_index)
-        source = open_source(device_index=self.device_index)
-        plan = timing.Plan().with_overrides(**json.loads(os.environ.get("KPERF_PLAN", "{}")))
-        p = self.prepared
-        try:
-            m = timing.measure(p.calls, device, plan, source)
-        finally:
-            source.close()
-        median = statistics.median(m.samples)
-        record.write_record(_bench_name(self, "track_time"),
-                            {"case": case, "dtype": dtype, "backend": backend}, {
-            "kind": "time", "measurement": m.as_record(), "config": p.config,
-            "target": self.target.name, "gpu": device.name, "first_call_s": p.first_call_s,
-            "tflops": p.flops / median / 1e12, "gbps": p.bytes_moved / median / 1e9,
-            "max_abs_err": p.agreement.max_abs_err, "recorded_at": time.time(),
-        })
-        return m.asv_result()
+        result = self._measure("time")
+        return {"samples": result["samples"], "number": result["number"]}
 
     track_time.unit = "seconds"
     track_time.rounds = 2
+
+
+RECORD_FIELDS = ("measurement", "config", "target", "gpu", "first_call_s", "tflops", "gbps",
+                 "max_abs_err", "energy_per_call_j", "pid")
+
+
+def _time_name(suite: type) -> str:
+    time_suite = getattr(suite, "time_suite", suite)
+    module = time_suite.__module__.removeprefix("benchmarks.")
+    return f"{module}.{time_suite.__name__}.track_time"
+
+
+class _EnergySuite(_TimeSuite):
+    """Joules per call of each timed case, from the same measurement as its time.
+
+    The energy counter (NVML total energy, amdsmi's accumulator) is read around calls run
+    back to back after the timed trials. No counter (or no power reading): a skip.
+    """
+
+    time_suite: type = _TimeSuite
+
+    def setup(self, case: str, dtype: str, backend: str) -> None:
+        super().setup(case, dtype, backend)
+        self.result = self._measure("energy")
+        if self.result["energy_per_call_j"] is None:
+            telemetry = self.result["measurement"]
+            raise NotImplementedError(
+                f"no energy reading on this machine: telemetry {telemetry['telemetry_backend']}"
+                f" ({telemetry['telemetry_reason']})")
+
+    def track_energy(self, case: str, dtype: str, backend: str) -> float:
+        return self.result["energy_per_call_j"]
+
+    track_energy.unit = "joules"
+
+
+def energy_suite(time_suite: type) -> type:
+    """``<Op>Energy`` for a bench module: ``GemmEnergy = energy_suite(GemmTime)``."""
+    name = time_suite.__name__.removesuffix("Time") + "Energy"
+    return type(name, (_EnergySuite,), {
+        "op": time_suite.op, "params": time_suite.params, "time_suite": time_suite,
+        "__module__": time_suite.__module__})
 
 
 def kernel_source_digest(op_name: str, root: Path | None = None) -> str:

@@ -1,6 +1,6 @@
 """Flash-attention forward: TileLang and Triton against torch SDPA's flash backend."""
 
-from ._suites import _TimeSuite, cpu_suites
+from ._suites import _TimeSuite, cpu_suites, energy_suite
 
 
 class AttentionTime(_TimeSuite):
@@ -13,6 +13,8 @@ class AttentionTime(_TimeSuite):
         ["tilelang", "triton", "torch"],
     )
 
+
+AttentionEnergy = energy_suite(AttentionTime)
 
 (AttentionRegisters, AttentionScratch, AttentionSharedMem, AttentionOccupancy,
  AttentionCompile) = cpu_suites("Attention", "attention", "llama3-8b.prefill-4k", __name__)

@@ -1,6 +1,6 @@
 """FP8 e4m3 GEMM with row-wise scales: TileLang and Triton against torch._scaled_mm."""
 
-from ._suites import _TimeSuite, cpu_suites
+from ._suites import _TimeSuite, cpu_suites, energy_suite
 
 
 class Fp8GemmTime(_TimeSuite):
@@ -12,6 +12,8 @@ class Fp8GemmTime(_TimeSuite):
         ["tilelang", "triton", "torch"],
     )
 
+
+Fp8GemmEnergy = energy_suite(Fp8GemmTime)
 
 (Fp8GemmRegisters, Fp8GemmScratch, Fp8GemmSharedMem, Fp8GemmOccupancy,
  Fp8GemmCompile) = cpu_suites("Fp8Gemm", "fp8_gemm", "llama3-70b.qkv_proj", __name__,

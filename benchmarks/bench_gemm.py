@@ -1,6 +1,6 @@
 """GEMM: TileLang and Triton against torch.matmul."""
 
-from ._suites import _TimeSuite, cpu_suites
+from ._suites import _TimeSuite, cpu_suites, energy_suite
 
 
 class GemmTime(_TimeSuite):
@@ -13,6 +13,8 @@ class GemmTime(_TimeSuite):
         ["tilelang", "triton", "torch"],
     )
 
+
+GemmEnergy = energy_suite(GemmTime)
 
 (GemmRegisters, GemmScratch, GemmSharedMem, GemmOccupancy,
  GemmCompile) = cpu_suites("Gemm", "gemm", "square-4096", __name__)

@@ -1,6 +1,6 @@
 """LayerNorm: TileLang and Triton against torch.nn.functional.layer_norm."""
 
-from ._suites import _TimeSuite, cpu_suites
+from ._suites import _TimeSuite, cpu_suites, energy_suite
 
 
 class LayernormTime(_TimeSuite):
@@ -11,6 +11,8 @@ class LayernormTime(_TimeSuite):
         ["tilelang", "triton", "torch"],
     )
 
+
+LayernormEnergy = energy_suite(LayernormTime)
 
 (LayernormRegisters, LayernormScratch, LayernormSharedMem, LayernormOccupancy,
  LayernormCompile) = cpu_suites("Layernorm", "layernorm", "falcon-40b.hidden", __name__)

@@ -1,6 +1,6 @@
 """RMSNorm: TileLang and Triton against torch.nn.functional.rms_norm."""
 
-from ._suites import _TimeSuite, cpu_suites
+from ._suites import _TimeSuite, cpu_suites, energy_suite
 
 
 class RmsnormTime(_TimeSuite):
@@ -11,6 +11,8 @@ class RmsnormTime(_TimeSuite):
         ["tilelang", "triton", "torch"],
     )
 
+
+RmsnormEnergy = energy_suite(RmsnormTime)
 
 (RmsnormRegisters, RmsnormScratch, RmsnormSharedMem, RmsnormOccupancy,
  RmsnormCompile) = cpu_suites("Rmsnorm", "rmsnorm", "llama3-8b.hidden", __name__)

@@ -1,6 +1,6 @@
 """Softmax: TileLang and Triton against torch.softmax."""
 
-from ._suites import _TimeSuite, cpu_suites
+from ._suites import _TimeSuite, cpu_suites, energy_suite
 
 
 class SoftmaxTime(_TimeSuite):
@@ -12,6 +12,8 @@ class SoftmaxTime(_TimeSuite):
         ["tilelang", "triton", "torch"],
     )
 
+
+SoftmaxEnergy = energy_suite(SoftmaxTime)
 
 (SoftmaxRegisters, SoftmaxScratch, SoftmaxSharedMem, SoftmaxOccupancy,
  SoftmaxCompile) = cpu_suites("Softmax", "softmax", "llama3-8b.logits-4k", __name__)

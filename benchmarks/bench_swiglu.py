@@ -1,6 +1,6 @@
 """SwiGLU: TileLang and Triton against F.silu(x) * g in torch."""
 
-from ._suites import _TimeSuite, cpu_suites
+from ._suites import _TimeSuite, cpu_suites, energy_suite
 
 
 class SwigluTime(_TimeSuite):
@@ -11,6 +11,8 @@ class SwigluTime(_TimeSuite):
         ["tilelang", "triton", "torch"],
     )
 
+
+SwigluEnergy = energy_suite(SwigluTime)
 
 (SwigluRegisters, SwigluScratch, SwigluSharedMem, SwigluOccupancy,
  SwigluCompile) = cpu_suites("Swiglu", "swiglu", "llama3-8b.mlp", __name__)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 class WrongResult(AssertionError):
     """The kernel's output disagrees with the reference (or holds NaN/Inf)."""
 
+    worker_survives = True  # a wrong answer leaves the GPU context usable (harness/worker.py)
+
 
 @dataclass(frozen=True)
 class Agreement:

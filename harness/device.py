@@ -6,6 +6,8 @@ torch: the same events, graphs and streams on both vendors.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -79,3 +81,48 @@ class TorchDevice:
             for call in calls:
                 call()
         return graph.replay
+
+
+class _HostEvent:
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end: _HostEvent) -> float:
+        return (end.t - self.t) * 1e3
+
+
+class CpuDevice:
+    """Calls that run synchronously on the host (CPU tensors, Triton's interpreter).
+
+    A host timer is exact here because nothing is asynchronous. For runs without a GPU
+    (``KPERF_DEVICE=cpu``): the CPU-side tests drive the timed suites through it.
+    """
+
+    name = "cpu"
+    supports_graphs = False
+
+    def event(self) -> Event:
+        return _HostEvent()
+
+    def synchronize(self) -> None:
+        pass
+
+    def flush_l2(self) -> None:
+        pass
+
+    def hold(self, seconds: float) -> None:
+        pass
+
+    def capture(self, calls: list[Callable[[], Any]]) -> Callable[[], None]:
+        raise NotImplementedError("no graph replay on the host")
+
+
+def open_device(flush_bytes: int, index: int = 0) -> Device:
+    """The device ``KPERF_DEVICE`` names: ``gpu`` (default; CUDA or ROCm via torch) or
+    ``cpu``. A GPU run never falls back to the CPU: a missing GPU is an error."""
+    kind = os.environ.get("KPERF_DEVICE", "gpu")
+    if kind == "cpu":
+        return CpuDevice()
+    if kind != "gpu":
+        raise ValueError(f"KPERF_DEVICE={kind!r}: expected 'gpu' or 'cpu'")
+    return TorchDevice(flush_bytes=flush_bytes, index=index)

@@ -41,6 +41,9 @@ class Plan:
     settle_trials: int = 3  # consecutive warm-up trials that must agree
     settle_tol: float = 0.01  # relative spread of those trials (time and clock)
     estimate_calls: int = 5
+    # Energy per call: after the trials, calls back to back (no flush; graph replay in
+    # graph mode) for this long, read off the energy counter (0 turns it off).
+    energy_s: float = 0.3
 
     def with_overrides(self, **kw: Any) -> Plan:
         return Plan(**{**asdict(self), **kw})
@@ -62,6 +65,8 @@ class Measurement:
     windows: list[WindowStats] = field(default_factory=list)
     telemetry_read_errors: int = 0
     trial_spans_s: list[float] = field(default_factory=list)
+    energy_per_call_j: float | None = None
+    energy_burst: dict[str, Any] | None = None  # calls, span, joules, device seconds
 
     def asv_result(self) -> dict[str, Any]:
         """The shape asv parses as a timing: median, CI and Mann-Whitney over samples."""
@@ -91,6 +96,20 @@ class _Runner:
         rotated = [self.calls[i % len(self.calls)] for i in range(calls_per_rep)]
         self._replay = self.device.capture(rotated)
         self.mode, self.calls_per_rep = "graph", calls_per_rep
+
+    def burst(self, calls: int) -> float:
+        """Device seconds of ``calls`` calls back to back, with no flush in between."""
+        dev = self.device
+        start, end = dev.event(), dev.event()
+        start.record()
+        for _ in range(max(1, calls // self.calls_per_rep)):
+            if self._replay is not None:
+                self._replay()
+            else:
+                self._call()
+        end.record()
+        dev.synchronize()
+        return start.elapsed_time(end) * 1e-3
 
     def time_reps(self, reps: int) -> list[float]:
         """Seconds per call of each rep, all reps enqueued before one synchronize."""
@@ -149,10 +168,16 @@ def measure(
             samples.append(statistics.median(times))
             windows.append(sampler.window(t0, t1))
             spans.append(t1 - t0)
+        burst = _energy_burst(runner, plan, sampler, statistics.median(samples), clock)
         # readings trail the work by the source's lag: wait so the last window is filled
-        if source.lag_s:
-            time.sleep(min(source.lag_s * 2, 0.2))
+        if source.lag_s or burst:
+            _wait_for_reading_after(sampler, max(t1, burst["t1"] if burst else t1) + source.lag_s)
             windows[-1] = sampler.window(t0, t1)
+        energy_per_call = None
+        if burst:
+            burst["energy_j"] = sampler.energy(burst.pop("t0"), burst.pop("t1"))
+            if burst["energy_j"] is not None:
+                energy_per_call = burst["energy_j"] / burst["calls"]
 
     return Measurement(
         samples=samples,
@@ -169,7 +194,29 @@ def measure(
         windows=windows,
         telemetry_read_errors=sampler.errors,
         trial_spans_s=spans,
+        energy_per_call_j=energy_per_call,
+        energy_burst=burst,
     )
+
+
+def _energy_burst(runner: _Runner, plan: Plan, sampler: Sampler, call_s: float,
+                  clock: Callable[[], float]) -> dict[str, Any] | None:
+    """Calls back to back for ``plan.energy_s``, bracketed by host times for the energy
+    counter; None when the source reads no energy (or power) at all."""
+    if plan.energy_s <= 0 or not sampler.has_energy():
+        return None
+    calls = int(max(runner.calls_per_rep, plan.energy_s / max(call_s, 1e-9)))
+    t0 = clock()
+    device_s = runner.burst(calls)
+    t1 = clock()
+    calls = max(1, calls // runner.calls_per_rep) * runner.calls_per_rep
+    return {"calls": calls, "device_s": device_s, "span_s": t1 - t0, "t0": t0, "t1": t1}
+
+
+def _wait_for_reading_after(sampler: Sampler, t: float, limit_s: float = 0.5) -> None:
+    deadline = time.perf_counter() + limit_s
+    while sampler.last_reading_t() < t and time.perf_counter() < deadline:
+        time.sleep(0.01)
 
 
 def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,

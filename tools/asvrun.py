@@ -46,8 +46,10 @@ def asv_env(machine: str, repo: Path = REPO, cpu_only: bool = False) -> dict[str
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "VIRTUALENV_NO_PERIODIC_UPDATE": "1",
     })
-    # imported once in asv's fork server (benchmarks/__init__.py); never TileLang on a GPU
-    env["KPERF_PREIMPORT"] = "torch,triton,tilelang" if cpu_only else "torch,triton"
+    # Imported once in asv's fork server (benchmarks/__init__.py). TileLang's import
+    # initialises CUDA, which forked children then cannot use; they never do: timed cases
+    # run in a measurement worker (harness/worker.py), a fresh process.
+    env["KPERF_PREIMPORT"] = "torch,triton,tilelang"
     return env
 
 

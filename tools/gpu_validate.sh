@@ -12,6 +12,8 @@
 #   gate:<rounds>[:inject]     tools.gate on GATE_BENCH (default: the PR subset), HEAD~1 -> HEAD, where
 #                              HEAD is an empty commit (A/A) or, with inject, one that grows
 #                              GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
+#   blocks:<file>              tools.blocks experiments (noise structure, an energy edit)
+#   probe                      how often NVML's energy counter moves under load
 #   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
 #                              "/tmp/site14 /tmp/site15": two TileLang releases), one asv
 #                              machine per stack, then tools.stackcmp first -> last
@@ -56,7 +58,14 @@ for step in "$@"; do
       /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.bench --no-publish \
         -b "$regex" > "$out/asv.log" 2>&1
       tail -25 "$out/asv.log"
-      tar -czf "$out/asv_results.tgz" .asv/results .asv/records -C "$out" asv.log && rm "$out/asv.log" ;;
+      mkdir -p "$out/worker-logs" && cp /tmp/kperf-workers-"$(id -u)"/*.log "$out/worker-logs/" 2>/dev/null
+      tar -czf "$out/asv_results.tgz" .asv/results .asv/records -C "$out" asv.log worker-logs \
+        && rm -r "$out/asv.log" "$out/worker-logs" ;;
+    blocks:*)
+      timeout "$limit" python3 -m tools.blocks --file "${step#blocks:}" --out "$out/blocks"
+      tar -czf "$out/blocks.tgz" -C "$out" blocks && rm -r "$out/blocks" ;;
+    probe)
+      timeout 60 python3 -m tools.blocks --energy-probe --out "$out/probe.json" ;;
     gate:*)
       IFS=: read -r _ rounds inject <<<"$step"
       if [ -n "$inject" ]; then

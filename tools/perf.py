@@ -24,54 +24,49 @@ from pathlib import Path
 from typing import Any
 
 from harness.isolate import run_isolated
-from harness.timing import Plan
 
 COPY_BYTES = 1 << 30
 
 
 def run_case(spec: dict[str, Any]) -> dict[str, Any]:
-    """Worker side: prepare (build + verify) and time one case; returns a JSON-able dict."""
+    """Worker side: prepare (build + verify) and time one case through the same runner as
+    asv's suites and the gate (benchmarks/_case.py); returns a JSON-able dict."""
+    from benchmarks._case import CaseRunner
+
+    runner = CaseRunner()
+    plan = spec.get("plan") or {}
+    if spec["op"] == "hbm-copy":
+        result = runner.measure_prepared(copy_case(), plan)
+    else:
+        result = runner.measure(spec, plan)
+    m = result["measurement"]
+    clocks = [w["sm_clock_mhz_median"] for w in m["windows"] if w["sm_clock_mhz_median"]]
+    bits = 0
+    for w in m["windows"]:
+        bits |= w["throttle_bits_or"] or 0
+    return {
+        **spec, **{k: result[k] for k in ("median_s", "samples", "number", "tflops", "gbps",
+                                         "config", "first_call_s", "max_abs_err", "gpu",
+                                         "energy_per_call_j")},
+        "mode": m["mode"], "settled": m["settled"], "warmup_s": m["warmup_s"],
+        "sm_clock_mhz": statistics.median(clocks) if clocks else None,
+        "sm_clock_mhz_range": [min(clocks), max(clocks)] if clocks else None,
+        "throttle_bits": bits, "telemetry": m["telemetry_backend"], "windows": m["windows"],
+    }
+
+
+def copy_case():
+    """A 1 GiB device-to-device copy: the bandwidth roofline of this run."""
     import torch
 
-    from harness import timing
-    from harness.device import TorchDevice
-    from harness.prepare import prepare
-    from harness.telemetry import open_source
-    from kernels.registry import get_op
-    from kernels.targets import current_device_target
+    from harness.checks import Agreement
+    from harness.prepare import Prepared
 
-    target = current_device_target()
-    plan = Plan().with_overrides(**spec.get("plan", {}))
-    if spec["op"] == "hbm-copy":
-        src = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device="cuda")
-        dst = torch.empty_like(src)
-        calls, config = [lambda: dst.copy_(src)], {"library": "torch copy_"}
-        flops, nbytes, first, err = 0.0, 2.0 * COPY_BYTES, 0.0, 0.0
-    else:
-        p = prepare(get_op(spec["op"]), spec["case"], spec["dtype"], spec["backend"], target,
-                    overrides=spec.get("overrides"))
-        calls, flops, nbytes, config = p.calls, p.flops, p.bytes_moved, p.config
-        first, err = p.first_call_s, p.agreement.max_abs_err
-    device = TorchDevice(flush_bytes=2 * target.l2_bytes)
-    source = open_source()
-    try:
-        m = timing.measure(calls, device, plan, source)
-    finally:
-        source.close()
-    median = statistics.median(m.samples)
-    clocks = [w.sm_clock_mhz_median for w in m.windows if w.sm_clock_mhz_median]
-    bits = 0
-    for w in m.windows:
-        bits |= w.throttle_bits_or or 0
-    return {
-        **spec, "median_s": median, "samples": m.samples, "mode": m.mode, "number": m.number,
-        "tflops": flops / median / 1e12, "gbps": nbytes / median / 1e9, "config": config,
-        "first_call_s": first, "max_abs_err": err, "settled": m.settled,
-        "warmup_s": m.warmup_s, "sm_clock_mhz": statistics.median(clocks) if clocks else None,
-        "sm_clock_mhz_range": [min(clocks), max(clocks)] if clocks else None,
-        "throttle_bits": bits, "telemetry": m.telemetry_backend, "gpu": device.name,
-        "windows": [w.as_dict() for w in m.windows],
-    }
+    src = torch.empty(COPY_BYTES // 4, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    return Prepared(what="hbm-copy/1GiB/fp32/torch", calls=[lambda: dst.copy_(src)],
+                    config={"library": "torch copy_"}, agreement=Agreement(0.0, 0.0, 0, 0),
+                    flops=0.0, bytes_moved=2.0 * COPY_BYTES, first_call_s=0.0)
 
 
 def default_cases(op, per_op: int) -> list[str]:

@@ -259,6 +259,11 @@ class AmdSmiSource:
             return None
         return acc * resolution * 1e-6  # counts x uJ -> J
 
+    def _power_limit(self) -> float | None:
+        cap = self._call("power_cap", self._smi.amdsmi_get_power_cap_info, self._handle)
+        watts = _number((cap or {}).get("power_cap"), U64_NA)
+        return watts / 1e6 if watts else None  # uW -> W
+
     def _throttle_bits(self, metrics: Any) -> int | None:
         """indep_throttle_status (ASIC-independent SMU_THROTTLER_* bits) when the device fills
         it, else the ASIC-specific throttle_status; all-ones means not available."""
@@ -286,6 +291,7 @@ class AmdSmiSource:
             power_w=self._power(),
             throttle_bits=self._throttle_bits(metrics),
             energy_j=self._energy(),
+            power_limit_w=self._power_limit(),
         )
 
     def identity(self) -> dict[str, Any]:

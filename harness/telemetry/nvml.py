@@ -44,6 +44,7 @@ class NvmlSource:
         self._handle = nvml_handle(pynvml, device_index)
         self.reason = "NVML"
         self._energy_ok = True
+        self._limit_ok = True
 
     def read(self) -> Reading:
         n, h = self._nvml, self._handle
@@ -53,6 +54,12 @@ class NvmlSource:
                 energy = n.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0  # mJ -> J
             except n.NVMLError:
                 self._energy_ok = False
+        limit = None
+        if self._limit_ok:
+            try:
+                limit = n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0  # mW -> W
+            except n.NVMLError:
+                self._limit_ok = False
         return Reading(
             t=time.perf_counter(),
             sm_clock_mhz=float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
@@ -61,6 +68,7 @@ class NvmlSource:
             power_w=n.nvmlDeviceGetPowerUsage(h) / 1000.0,
             throttle_bits=int(n.nvmlDeviceGetCurrentClocksEventReasons(h)),
             energy_j=energy,
+            power_limit_w=limit,
         )
 
     def identity(self) -> dict[str, Any]:

@@ -246,7 +246,12 @@ class SysfsSource:
             temperature_c=max(self.temperatures.values()) if self.temperatures else None,
             power_w=self._power(),
             throttle_bits=self._throttle(),
+            power_limit_w=self._power_limit(),
         )
+
+    def _power_limit(self) -> float | None:
+        cap_uw = _read_int(self.hwmon / "power1_cap") if self.hwmon else None
+        return cap_uw / 1e6 if cap_uw else None
 
     def identity(self) -> dict[str, Any]:
         dev = self.device

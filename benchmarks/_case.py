@@ -1,0 +1,207 @@
+"""Time one case: the one path by which every tool measures a kernel.
+
+asv's timed suites (``_suites._TimeSuite``, through a measurement worker), the PR gate
+(``tools.gate``, through a worker per side) and ``tools.perf`` (through
+``harness.isolate``) all prepare, check and time a case here, so they measure it the
+same way. This module is the glue between the measurement core (``harness``, which
+never imports kernels) and the code under test (``kernels``, imported lazily from
+whatever ``sys.path`` finds: the package asv installed for the commit, or a gate side).
+
+A case spec is a dict: ``op``, ``case``, ``dtype``, ``backend``, optional ``overrides``
+(configuration fields, a tuning sweep). ``handle`` answers a worker's requests:
+
+    {"op": "prepare", "spec": ...}                  build + check (compile outside timing)
+    {"op": "measure", "spec": ..., "plan": {...}, "consumer": "time"}   time it
+    {"op": "static", "spec": ..., "target": "sm_90a"}                     static figures
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import timing
+from harness.device import open_device
+from harness.prepare import Prepared, prepare
+from harness.telemetry import Source, open_source
+from harness.worker import WorkerClient, WorkerSpec
+
+# Inputs of prepared cases a worker keeps on the GPU, least recently used dropped first.
+CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
+# A cold TileLang compile of the largest kernel took ~20 s on the CPU machine (docs/perf.md).
+PREPARE_TIMEOUT_S = 600.0
+MEASURE_TIMEOUT_S = 300.0  # warm-up is capped at 15 s; the trials take ~1 s
+VISIBILITY = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def case_key(spec: dict[str, Any]) -> str:
+    return json.dumps({k: spec.get(k) for k in ("op", "case", "dtype", "backend", "overrides")},
+                      sort_keys=True)
+
+
+def derived(prepared: Prepared, m: timing.Measurement) -> dict[str, Any]:
+    """What a measurement means for this case: roofline figures, the chosen config."""
+    median = statistics.median(m.samples)
+    return {"median_s": median, "tflops": prepared.flops / median / 1e12,
+            "gbps": prepared.bytes_moved / median / 1e9, "config": prepared.config,
+            "first_call_s": prepared.first_call_s,
+            "max_abs_err": prepared.agreement.max_abs_err,
+            "energy_per_call_j": m.energy_per_call_j}
+
+
+class CaseRunner:
+    """Prepared cases and the GPU's device and telemetry, kept between requests."""
+
+    def __init__(self, device_index: int = 0) -> None:
+        self.device_index = device_index
+        self.builds: dict[Any, tuple[Any, float]] = {}
+        self.prepared: OrderedDict[str, Prepared] = OrderedDict()
+        self.input_bytes: dict[str, float] = {}
+        self.last: dict[str, dict[str, Any]] = {}  # the latest measurement of each case
+        self._device: Any = None
+        self._source: Source | None = None
+        self._target: Any = None
+
+    @property
+    def on_host(self) -> bool:
+        """``KPERF_DEVICE=cpu``: kernels run on the CPU (Triton's interpreter), configured
+        for ``KPERF_TARGET`` (default sm_90a). Only tests use this."""
+        return os.environ.get("KPERF_DEVICE", "gpu") == "cpu"
+
+    def target(self) -> Any:
+        if self._target is None:
+            from kernels.targets import current_device_target, get_target
+
+            self._target = (get_target(os.environ.get("KPERF_TARGET", "sm_90a"))
+                            if self.on_host else current_device_target())
+        return self._target
+
+    def device(self) -> Any:
+        if self._device is None:
+            self._device = open_device(2 * self.target().l2_bytes, self.device_index)
+        return self._device
+
+    def source(self) -> Source:
+        if self._source is None:
+            self._source = open_source(device_index=self.device_index)
+        return self._source
+
+    def prepare(self, spec: dict[str, Any]) -> Prepared:
+        key = case_key(spec)
+        if key in self.prepared:
+            self.prepared.move_to_end(key)
+            return self.prepared[key]
+        from kernels.registry import get_op
+
+        op = get_op(spec["op"])
+        if self.on_host:
+            op = _HostOp(op)
+        self.device()  # a missing GPU fails here, before any compile
+        prepared = prepare(op, spec["case"], spec["dtype"], spec["backend"], self.target(),
+                           device="cpu" if self.on_host else "cuda",
+                           overrides=spec.get("overrides"), builds=self.builds)
+        self.prepared[key] = prepared
+        self.input_bytes[key] = prepared.bytes_moved * len(prepared.calls)
+        self._evict()
+        return prepared
+
+    def _evict(self) -> None:
+        while len(self.prepared) > 1 and sum(
+                self.input_bytes[k] for k in self.prepared) > CACHE_BYTES:
+            oldest, _ = self.prepared.popitem(last=False)
+            self.input_bytes.pop(oldest, None)
+
+    def measure(self, spec: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+        return self.measure_prepared(self.prepare(spec), plan)
+
+    def measure_prepared(self, prepared: Prepared, plan: dict[str, Any]) -> dict[str, Any]:
+        m = timing.measure(prepared.calls, self.device(), timing.Plan().with_overrides(**plan),
+                           self.source())
+        return {"measurement": m.as_record(), "samples": m.samples, "number": m.number,
+                "target": self.target().name, "gpu": self.device().name,
+                "measured_at": time.time(), "pid": os.getpid(), **derived(prepared, m)}
+
+    def measure_for(self, spec: dict[str, Any], plan: dict[str, Any],
+                    consumer: str) -> dict[str, Any]:
+        """One measurement serves each consumer once (asv's time and energy benchmarks of
+        a case read the same measurement); a consumer that already had it gets a new one."""
+        key = case_key(spec)
+        last = self.last.get(key)
+        if last is not None and consumer not in last["consumers"]:
+            last["consumers"].add(consumer)
+            return {**last["result"], "fresh": False}
+        result = self.measure(spec, plan)
+        self.last[key] = {"result": result, "consumers": {consumer}}
+        return {**result, "fresh": True}
+
+
+class _HostOp:
+    """An op whose small CPU test cases (``OpDef.test_cases``) can be named like its cases."""
+
+    def __init__(self, op: Any) -> None:
+        self._op = op
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._op, name)
+
+    def case(self, name: str) -> Any:
+        for case in self._op.test_cases:
+            if case.name == name:
+                return case
+        return self._op.case(name)
+
+
+_RUNNER: CaseRunner | None = None
+
+
+def runner() -> CaseRunner:
+    global _RUNNER
+    if _RUNNER is None:
+        _RUNNER = CaseRunner()
+    return _RUNNER
+
+
+def handle(request: dict[str, Any]) -> Any:
+    """A measurement worker's handler (harness/worker.py)."""
+    kind, spec = request["op"], request.get("spec", {})
+    if kind == "prepare":
+        p = runner().prepare(spec)
+        return {"config": p.config, "first_call_s": p.first_call_s,
+                "max_abs_err": p.agreement.max_abs_err}
+    if kind == "measure":
+        plan = request.get("plan") or {}
+        consumer = request.get("consumer")
+        if consumer:
+            return runner().measure_for(spec, plan, consumer)
+        return runner().measure(spec, plan)
+    if kind == "static":
+        from ._suites import static_figures
+
+        return static_figures(spec["op"], spec["case"], spec["dtype"], spec["backend"],
+                              request["target"])
+    raise ValueError(f"unknown request {kind!r}")
+
+
+def worker_client(slot: str = "", sys_path: Sequence[str] | None = None,
+                  label: str = "") -> WorkerClient:
+    """The measurement worker for this process's imports and GPU (asv: this commit's
+    environment). ``slot`` and ``sys_path`` give the gate one worker per side."""
+    device = ",".join(f"{k}={os.environ[k]}" for k in VISIBILITY if k in os.environ)
+    device += f";{os.environ.get('KPERF_DEVICE', 'gpu')}"
+    label = label or f"{os.environ.get('ASV_COMMIT', '')[:8]} {os.environ.get('ASV_ENV_NAME', '')}"
+    return WorkerClient(WorkerSpec(
+        handler="benchmarks._case:handle", sys_path=tuple(sys_path or sys.path),
+        device=device, preload=str(Path(__file__).with_name("__init__.py")), slot=slot,
+        label=label.strip()))
+
+
+def time_case(spec: dict[str, Any]) -> dict[str, Any]:
+    """Prepare, check and time one case in this process (``tools.perf``'s isolated worker)."""
+    return CaseRunner().measure(spec, spec.get("plan") or {})

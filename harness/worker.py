@@ -1,0 +1,447 @@
+"""A persistent measurement worker: one process per environment, code under test and GPU.
+
+Starting a benchmark process costs seconds (Python, torch, the GPU context, TileLang's
+import, loading or compiling the kernel, checking it) for about a second of timed trials
+(docs/perf.md, "Suite throughput"). So asv's benchmark processes do not measure
+themselves: each asks a worker that keeps all of that warm, and the worker answers with
+the samples. The rules that keep the numbers true stay:
+
+- **Same code.** A worker is keyed by its Python, the fingerprint of the code under test
+  it imports (every file of the installed ``kernels`` package: path, size, mtime) and the
+  GPU. It re-checks the fingerprint on every request and refuses ("stale") once the files
+  changed under it (asv installed another commit into the same environment); the client
+  then starts a fresh worker. It imports with the client's ``sys.path``, so it measures
+  exactly the package the client would have.
+- **Failures stay with their case.** An exception in a request is that request's error,
+  sent back to the client; after any exception but a skip or a wrong result the worker
+  exits, because a GPU error can leave the context unusable. A crash (the process dies)
+  or a hang (no answer within the request's timeout) is reported by the client as that
+  case's failure, with the end of the worker's log, and the hung worker is killed. The
+  next request starts a fresh worker.
+- **One GPU, one worker at a time.** Workers of one group (Python and GPU) with other
+  code are told to exit before a new one starts, so no idle worker holds the GPU's
+  memory, and a worker exits by itself after ``idle_s`` without requests.
+
+The worker serves any handler (``"path/to/file.py:function"`` or ``"module:function"``):
+the measurement core never imports the code under test; benchmarks/_case.py is the
+handler that does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Client, Connection, Listener
+from pathlib import Path
+from typing import Any
+
+DEFAULT_IDLE_S = 90.0
+START_TIMEOUT_S = 60.0
+HELLO_TIMEOUT_S = 30.0
+LOG_TAIL_BYTES = 4000
+
+
+class WorkerError(RuntimeError):
+    """The worker crashed, hung, or could not be started: the case fails with this."""
+
+
+class RemoteError(RuntimeError):
+    """The request raised in the worker; the message carries its type and traceback."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        super().__init__(f"{reply['error_type']}: {reply['message']}\n"
+                         f"--- in the measurement worker:\n{reply.get('traceback', '')}")
+        self.error_type = reply["error_type"]
+
+
+class RemoteSkip(NotImplementedError):
+    """The worker says the case does not exist at this commit: asv records a skip."""
+
+
+def worker_dir() -> Path:
+    """Sockets, keys, pid files and logs: private to this user (0700)."""
+    path = Path(os.environ.get("KPERF_WORKER_DIR") or f"/tmp/kperf-workers-{os.getuid()}")
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_uid != os.getuid() or path.stat().st_mode & 0o077:
+        raise WorkerError(f"{path}: worker directory must be owned by this user, mode 0700")
+    return path
+
+
+def package_fingerprint(package: str, search_path: Sequence[str]) -> str:
+    """Digest of every file of ``package`` as found on ``search_path`` (path, size, mtime).
+
+    Cheap enough to check on every request (a few dozen ``stat`` calls), and it changes
+    when pip reinstalls the package, which rewrites every file.
+    """
+    spec = importlib.machinery.PathFinder.find_spec(package, list(search_path))
+    if spec is None or not spec.submodule_search_locations:
+        return f"{package}: not found"
+    root = Path(next(iter(spec.submodule_search_locations)))
+    digest = hashlib.sha256(str(root).encode())
+    for path in sorted(root.rglob("*.py")):
+        st = path.stat()
+        digest.update(f"{path.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Which worker a client needs: what it runs, with which imports, on which GPU."""
+
+    handler: str  # "file.py:function" or "module:function"
+    sys_path: tuple[str, ...]
+    package: str = "kernels"  # the code under test, fingerprinted
+    device: str = ""  # e.g. CUDA_VISIBLE_DEVICES; part of the group
+    preload: str = ""  # "file.py" of a package to register before the handler (benchmarks)
+    slot: str = ""  # workers of different slots coexist on one GPU (the gate's two sides)
+    label: str = ""  # shown in logs: commit, side
+
+    @property
+    def group(self) -> str:
+        text = json.dumps([sys.executable, self.device, self.handler, self.slot])
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+    def code(self) -> str:
+        return package_fingerprint(self.package, self.sys_path)
+
+    def name(self) -> str:
+        path_digest = hashlib.sha256("\0".join(self.sys_path).encode()).hexdigest()[:6]
+        return f"{self.group}-{self.code()[:10]}{path_digest}"
+
+
+# --------------------------------------------------------------------------- server
+
+
+class _Idle:
+    def __init__(self, idle_s: float) -> None:
+        self.idle_s, self.last, self.busy = idle_s, time.monotonic(), False
+        self.lock = threading.Lock()
+
+    def expired(self) -> bool:
+        with self.lock:
+            return not self.busy and time.monotonic() - self.last > self.idle_s
+
+    def set_busy(self, busy: bool) -> None:
+        with self.lock:
+            self.busy, self.last = busy, time.monotonic()
+
+
+def _load_handler(spec: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    target, _, name = spec.rpartition(":")
+    if target.endswith(".py"):
+        module_spec = importlib.util.spec_from_file_location(Path(target).stem, target)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    return getattr(module, name)
+
+
+def _survivable(err: BaseException) -> bool:
+    """Errors after which the worker's GPU context is known to be fine."""
+    return isinstance(err, NotImplementedError) or getattr(err, "worker_survives", False)
+
+
+def serve(address: str, authkey: bytes, spec: WorkerSpec, idle_s: float) -> None:
+    """Answer requests until told to stop, idle, stale, or after a failed request."""
+    code = spec.code()
+    idle = _Idle(idle_s)
+    listener = Listener(address, family="AF_UNIX", authkey=authkey)
+
+    def watchdog() -> None:
+        while not idle.expired():
+            time.sleep(min(1.0, idle_s / 4))
+        with contextlib.suppress(OSError):
+            os.unlink(address)
+        os._exit(0)
+
+    threading.Thread(target=watchdog, daemon=True, name="kperf-idle").start()
+    try:
+        _serve_loop(listener, spec, code, idle)
+    finally:
+        with contextlib.suppress(OSError):
+            listener.close()  # also removes the socket file
+
+
+def _serve_loop(listener: Listener, spec: WorkerSpec, code: str, idle: _Idle) -> None:
+    handler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    while True:
+        try:
+            conn = listener.accept()
+        except (OSError, EOFError):
+            continue  # a client that failed authentication or hung up
+        idle.set_busy(True)
+        try:
+            request = conn.recv()
+            if request.get("op") == "shutdown":
+                conn.send({"ok": True})
+                return
+            if spec.code() != code:
+                conn.send({"ok": False, "stale": True, "message": "code under test changed"})
+                return
+            if request.get("op") == "hello":
+                conn.send({"ok": True, "pid": os.getpid(), "code": code, "label": spec.label})
+                continue
+            if handler is None:
+                handler = _load_handler(spec.handler)
+            stop = _answer(conn, handler, request)
+            if stop:
+                return
+        except (EOFError, OSError):
+            pass  # the client went away (asv's timeout killed it): keep serving
+        finally:
+            with contextlib.suppress(OSError):
+                conn.close()
+            idle.set_busy(False)
+
+
+def _answer(conn: Connection, handler: Callable[[dict[str, Any]], dict[str, Any]],
+            request: dict[str, Any]) -> bool:
+    """Run one request; True when the worker must exit after it."""
+    try:
+        result = handler(request)
+    except BaseException as err:
+        conn.send({"ok": False, "skip": isinstance(err, NotImplementedError),
+                   "error_type": type(err).__name__, "message": str(err),
+                   "traceback": traceback.format_exc()})
+        return not _survivable(err) or isinstance(err, KeyboardInterrupt | SystemExit)
+    conn.send({"ok": True, "result": result})
+    return False
+
+
+# --------------------------------------------------------------------------- client
+
+
+class WorkerClient:
+    """Requests to the worker for ``spec``, starting (or replacing) it as needed."""
+
+    def __init__(self, spec: WorkerSpec, idle_s: float | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.spec = spec
+        self.idle_s = idle_s if idle_s is not None else float(
+            os.environ.get("KPERF_WORKER_IDLE_S", DEFAULT_IDLE_S))
+        self.env = env
+        self.dir = worker_dir()
+        self.started_fresh = False
+
+    # paths of the current worker
+    def _paths(self) -> dict[str, Path]:
+        name = self.spec.name()
+        return {k: self.dir / f"{name}.{k}" for k in ("sock", "key", "pid", "log", "lock")}
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> Any:
+        """The handler's result; raises RemoteSkip, RemoteError or WorkerError."""
+        for attempt in range(2):
+            paths = self._ensure()
+            reply = self._exchange(paths, message, timeout_s)
+            if reply.get("stale") and attempt == 0:
+                self._forget(paths)
+                continue
+            if reply.get("ok"):
+                return reply["result"]
+            if reply.get("stale"):
+                raise WorkerError("measurement worker: code under test changed twice")
+            if reply.get("skip"):
+                raise RemoteSkip(reply["message"])
+            raise RemoteError(reply)
+        raise AssertionError("unreachable")
+
+    def _exchange(self, paths: dict[str, Path], message: dict[str, Any],
+                  timeout_s: float) -> dict[str, Any]:
+        try:
+            conn = Client(str(paths["sock"]), family="AF_UNIX", authkey=paths["key"].read_bytes())
+        except (OSError, EOFError) as err:
+            raise WorkerError(f"measurement worker {paths['sock']}: cannot connect ({err})"
+                              f"{self._log_tail(paths)}") from err
+        try:
+            conn.send(message)
+            if not conn.poll(timeout_s):
+                pid = self._kill(paths)
+                raise WorkerError(f"measurement worker (pid {pid}) gave no answer within "
+                                  f"{timeout_s:.0f} s: killed{self._log_tail(paths)}")
+            return conn.recv()
+        except (EOFError, OSError) as err:
+            self._wait_exit(paths)
+            self._forget(paths)
+            raise WorkerError(f"measurement worker died while answering "
+                              f"({type(err).__name__}){self._log_tail(paths)}") from err
+        finally:
+            conn.close()
+
+    def _ensure(self) -> dict[str, Path]:
+        """The paths of a live worker for this spec, started if there is none."""
+        paths = self._paths()
+        with self._locked(paths["lock"]):
+            if self._alive(paths):
+                return paths
+            self._forget(paths)
+            self.retire_group(except_name=paths["sock"].stem)
+            self._start(paths)
+            return paths
+
+    @contextlib.contextmanager
+    def _locked(self, path: Path):
+        with path.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _alive(self, paths: dict[str, Path]) -> bool:
+        if not paths["sock"].exists() or not paths["pid"].exists():
+            return False
+        try:
+            pid = int(paths["pid"].read_text())
+            os.kill(pid, 0)
+        except (ValueError, ProcessLookupError, PermissionError):
+            return False
+        try:
+            reply = self._exchange(paths, {"op": "hello"}, HELLO_TIMEOUT_S)
+        except WorkerError:
+            return False
+        return bool(reply.get("ok"))
+
+    def _start(self, paths: dict[str, Path]) -> None:
+        key = secrets.token_bytes(32)
+        fd = os.open(paths["key"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--socket", str(paths["sock"]),
+               "--key-file", str(paths["key"]), "--idle", str(self.idle_s),
+               "--spec", json.dumps(self.spec.__dict__)]
+        env = dict(self.env if self.env is not None else os.environ)
+        env.pop("PYTHONPATH", None)  # the worker takes the client's sys.path instead
+        with paths["log"].open("a") as log:
+            log.write(f"--- start {time.strftime('%H:%M:%S')} {self.spec.label}\n")
+            log.flush()
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                    cwd=str(self.dir))
+        paths["pid"].write_text(str(proc.pid))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not paths["sock"].exists():
+            if proc.poll() is not None:
+                raise WorkerError(f"measurement worker exited at start (code "
+                                  f"{proc.returncode}){self._log_tail(paths)}")
+            if time.monotonic() > deadline:
+                self._kill(paths)
+                raise WorkerError(f"measurement worker did not start within "
+                                  f"{START_TIMEOUT_S:.0f} s{self._log_tail(paths)}")
+            time.sleep(0.02)
+        self.started_fresh = True
+
+    def _wait_exit(self, paths: dict[str, Path], limit_s: float = 2.0) -> None:
+        """Let a dying worker finish writing its log, so its last words reach the error."""
+        with contextlib.suppress(ValueError, OSError):
+            pid = int(paths["pid"].read_text())
+            deadline = time.monotonic() + limit_s
+            while time.monotonic() < deadline:
+                os.kill(pid, 0)
+                time.sleep(0.05)
+
+    def _kill(self, paths: dict[str, Path]) -> int | None:
+        pid = None
+        with contextlib.suppress(ValueError, OSError):
+            pid = int(paths["pid"].read_text())
+            os.killpg(pid, signal.SIGKILL)
+        self._forget(paths)
+        return pid
+
+    def _forget(self, paths: dict[str, Path]) -> None:
+        for kind in ("sock", "pid", "key"):
+            with contextlib.suppress(FileNotFoundError):
+                paths[kind].unlink()
+
+    def _log_tail(self, paths: dict[str, Path]) -> str:
+        try:
+            with paths["log"].open("rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
+                tail = f.read().decode(errors="replace")
+        except OSError:
+            return ""
+        tail = tail[tail.rfind("--- start"):].strip()  # this worker's part only
+        return f"\n--- end of the worker's log ({paths['log']}):\n{tail}" if tail else ""
+
+    def retire_group(self, except_name: str = "") -> int:
+        """Tell every other worker of this group (same Python and GPU) to exit."""
+        return retire(self.dir, f"{self.spec.group}-", except_name)
+
+    def shutdown(self) -> None:
+        paths = self._paths()
+        retire(self.dir, paths["sock"].stem, "")
+
+
+def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
+    """Stop the workers whose name starts with ``prefix``; returns how many were stopped."""
+    stopped = 0
+    for sock in sorted(directory.glob(f"{prefix}*.sock")):
+        if sock.stem == except_name:
+            continue
+        key, pid_file = sock.with_suffix(".key"), sock.with_suffix(".pid")
+        try:
+            conn = Client(str(sock), family="AF_UNIX", authkey=key.read_bytes())
+            conn.send({"op": "shutdown"})
+            conn.poll(10)
+            conn.close()
+        except (OSError, EOFError):
+            pass
+        with contextlib.suppress(ValueError, OSError):
+            pid = int(pid_file.read_text())
+            for _ in range(50):  # give it a moment to free the GPU, then insist
+                os.kill(pid, 0)
+                time.sleep(0.1)
+            os.killpg(pid, signal.SIGKILL)
+        for path in (sock, key, pid_file):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        stopped += 1
+    return stopped
+
+
+def _register(preload: str) -> None:
+    """Make the package at ``preload`` (its ``__init__.py``) importable by its own name only,
+    as asv does for the benchmark suite, without putting its parent on ``sys.path``."""
+    init = Path(preload)
+    spec = importlib.util.spec_from_file_location(
+        init.parent.name, init, submodule_search_locations=[str(init.parent)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[init.parent.name] = module
+    spec.loader.exec_module(module)
+
+
+def _main(argv: list[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--key-file", required=True)
+    parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_S)
+    parser.add_argument("--spec", required=True)
+    args = parser.parse_args(argv)
+    raw = json.loads(args.spec)
+    spec = WorkerSpec(**{**raw, "sys_path": tuple(raw["sys_path"])})
+    sys.path[:] = list(spec.sys_path)
+    if spec.preload:
+        _register(spec.preload)
+    serve(args.socket, Path(args.key_file).read_bytes(), spec, args.idle)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
