@@ -189,19 +189,23 @@ def handle(request: dict[str, Any]) -> Any:
     raise ValueError(f"unknown request {kind!r}")
 
 
-def worker_client(slot: str = "", sys_path: Sequence[str] | None = None,
-                  label: str = "") -> WorkerClient:
+def worker_client(slot: str = "", sys_path: Sequence[str] | None = None, label: str = "",
+                  env: dict[str, str] | None = None,
+                  preload: Path | None = None) -> WorkerClient:
     """The measurement worker for this process's imports and GPU (asv: this commit's
-    environment). ``slot`` and ``sys_path`` give the gate one worker per side."""
-    device = ",".join(f"{k}={os.environ[k]}" for k in VISIBILITY if k in os.environ)
-    device += f";{os.environ.get('KPERF_DEVICE', 'gpu')}"
-    label = label or f"{os.environ.get('ASV_COMMIT', '')[:8]} {os.environ.get('ASV_ENV_NAME', '')}"
-    return WorkerClient(WorkerSpec(
-        handler="benchmarks._case:handle", sys_path=tuple(sys_path or sys.path),
-        device=device, preload=str(Path(__file__).with_name("__init__.py")), slot=slot,
-        label=label.strip()))
+    environment). The gate gives one worker per side (``slot``, ``sys_path``) and GPU
+    (``env``); ``preload`` is the suite package to measure with (default: this one)."""
+    env = dict(os.environ if env is None else env)
+    device = ",".join(f"{k}={env[k]}" for k in VISIBILITY if k in env)
+    device += f";{env.get('KPERF_DEVICE', 'gpu')}"
+    label = label or f"{env.get('ASV_COMMIT', '')[:8]} {env.get('ASV_ENV_NAME', '')}"
+    spec = WorkerSpec(
+        handler="benchmarks._case:handle", sys_path=tuple(sys_path or sys.path), device=device,
+        preload=str(preload or Path(__file__).with_name("__init__.py")), slot=slot,
+        label=label.strip())
+    return WorkerClient(spec, env=env)
 
 
-def time_case(spec: dict[str, Any]) -> dict[str, Any]:
+def measure_case(spec: dict[str, Any]) -> dict[str, Any]:
     """Prepare, check and time one case in this process (``tools.perf``'s isolated worker)."""
     return CaseRunner().measure(spec, spec.get("plan") or {})

@@ -26,8 +26,8 @@ def _bench_name(obj: object, method: str) -> str:
     return f"{module}.{type(obj).__name__}.{method}"
 
 
-class _TimeSuite:
-    """Device-event timing of one op x case x dtype x backend on the visible GPU.
+class _CaseSuite:
+    """One op x case x dtype x backend on the visible GPU, measured by a worker.
 
     The benchmark process only names the case: a measurement worker for this commit's
     environment and GPU (``_case.worker_client``) compiles, checks and times it, and keeps
@@ -60,6 +60,11 @@ class _TimeSuite:
                 **{k: result[k] for k in RECORD_FIELDS}})
         return result
 
+
+
+class _TimeSuite(_CaseSuite):
+    """Device-event timing: the samples asv keeps, with a record of their telemetry."""
+
     def track_time(self, case: str, dtype: str, backend: str) -> dict[str, Any]:
         result = self._measure("time")
         return {"samples": result["samples"], "number": result["number"]}
@@ -78,14 +83,14 @@ def _time_name(suite: type) -> str:
     return f"{module}.{time_suite.__name__}.track_time"
 
 
-class _EnergySuite(_TimeSuite):
+class _EnergySuite(_CaseSuite):
     """Joules per call of each timed case, from the same measurement as its time.
 
     The energy counter (NVML total energy, amdsmi's accumulator) is read around calls run
     back to back after the timed trials. No counter (or no power reading): a skip.
     """
 
-    time_suite: type = _TimeSuite
+    time_suite: type = _CaseSuite
 
     def setup(self, case: str, dtype: str, backend: str) -> None:
         super().setup(case, dtype, backend)
@@ -259,3 +264,40 @@ def cpu_suites(prefix: str, op: str, case: str, module: str,
     made.append(type(f"{prefix}Compile", (_CompileTime,), {
         "op": op, "case": case, "params": params, "__module__": module}))
     return tuple(made)
+
+
+def gate_cases() -> list[dict[str, Any]]:
+    """Every case the PR gate can measure, named as asv names it: the timed suites (a
+    spec for the measurement worker) and the static figures (a spec and a target)."""
+    import importlib
+    import itertools
+    import pkgutil
+
+    package = importlib.import_module(__package__)
+    out: list[dict[str, Any]] = []
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if not info.name.startswith("bench_"):
+            continue
+        module = importlib.import_module(f"{__package__}.{info.name}")
+        for suite in vars(module).values():
+            if not isinstance(suite, type) or suite.__module__ != module.__name__:
+                continue
+            kind = ("time" if issubclass(suite, _TimeSuite)
+                    and not issubclass(suite, _EnergySuite) else
+                    "static" if issubclass(suite, _StaticFigure) else "")
+            if not kind:
+                continue
+            method = "track_time" if kind == "time" else "track_value"
+            for combo in itertools.product(*suite.params):
+                params = dict(zip(suite.param_names, combo, strict=True))
+                values = ", ".join(repr(v) for v in combo)
+                case = {"name": f"{info.name}.{suite.__name__}.{method}({values})",
+                        "kind": kind, "unit": "seconds" if kind == "time" else suite.unit}
+                if kind == "time":
+                    case["spec"] = {"op": suite.op, **params}
+                else:
+                    case["spec"] = {"op": suite.op, "case": suite.case, "dtype": params["dtype"],
+                                    "backend": params["backend"]}
+                    case["target"], case["figure"] = params["target"], suite.figure
+                out.append(case)
+    return out

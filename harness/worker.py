@@ -415,7 +415,7 @@ def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
     return stopped
 
 
-def _register(preload: str) -> None:
+def register_package(preload: str | Path) -> None:
     """Make the package at ``preload`` (its ``__init__.py``) importable by its own name only,
     as asv does for the benchmark suite, without putting its parent on ``sys.path``."""
     init = Path(preload)
@@ -439,7 +439,7 @@ def _main(argv: list[str]) -> None:
     spec = WorkerSpec(**{**raw, "sys_path": tuple(raw["sys_path"])})
     sys.path[:] = list(spec.sys_path)
     if spec.preload:
-        _register(spec.preload)
+        register_package(spec.preload)
     serve(args.socket, Path(args.key_file).read_bytes(), spec, args.idle)
 
 

@@ -20,7 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tools import gate
+from tools.gate import asvio
+from tools.gate.errors import GateError
 
 FOUND = re.compile(r"Greatest (regression|improvement) found: ([0-9a-f]{6,40})")
 
@@ -48,7 +49,7 @@ def run_find(repo: Path, conf_path: Path, machine: str, good: str, bad: str, cas
 
 def value_at(results_dir: Path, machine: str, commit: str, case: str) -> float | None:
     for path in sorted((results_dir / machine).glob(f"{commit[:8]}-*.json")):
-        _, per_case = gate.read_results_file(path)
+        _, per_case = asvio.read_results_file(path)
         data = per_case.get(case)
         if data is not None and data.status == "ok":
             return data.value
@@ -70,16 +71,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repo = args.repo.resolve()
     try:
-        conf = gate.load_project_conf(args.config or repo / "asv.conf.json")
-        good = gate.git(repo, "rev-parse", f"{args.good}^{{commit}}")
-        bad = gate.git(repo, "rev-parse", f"{args.bad}^{{commit}}")
+        conf = asvio.load_project_conf(args.config or repo / "asv.conf.json")
+        good = asvio.git(repo, "rev-parse", f"{args.good}^{{commit}}")
+        bad = asvio.git(repo, "rev-parse", f"{args.bad}^{{commit}}")
         scratch = (args.results_dir or repo / ".asv" / "bisect-results").resolve()
-        gate.guard_results_dir(scratch, conf, repo)
-        machine = gate.ensure_machine(args.machine)
-    except gate.GateError as err:
+        asvio.guard_scratch(scratch, conf, repo)
+        machine = asvio.ensure_machine(args.machine)
+    except GateError as err:
         print(f"bisect: {err}", file=sys.stderr)
         return 2
-    derived = gate.derived_config(conf, repo, scratch)
+    derived = asvio.derived_config(conf, repo, scratch)
     derived["results_dir"] = str(scratch)
     scratch.mkdir(parents=True, exist_ok=True)
     conf_path = scratch / "asv.conf.json"
@@ -89,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     if rc != 0 or not match:
         print(f"bisect: asv find exited {rc} without naming a commit", file=sys.stderr)
         return 1
-    found = gate.git(repo, "rev-parse", match.group(2))
-    parent = gate.git(repo, "rev-parse", f"{found}^")
+    found = asvio.git(repo, "rev-parse", match.group(2))
+    parent = asvio.git(repo, "rev-parse", f"{found}^")
     after = value_at(scratch, machine, found, args.case)
     before = value_at(scratch, machine, parent, args.case)
-    subject = gate.git(repo, "log", "-1", "--format=%h %s", found)
+    subject = asvio.git(repo, "log", "-1", "--format=%h %s", found)
     ratio = f"x{after / before:.3f}" if after is not None and before else "n/a"
     print(f"bisect: greatest {match.group(1)} at {subject}")
     print(f"bisect: {args.case}: {before} at parent {parent[:10]} -> {after} ({ratio})")

@@ -37,7 +37,7 @@ from typing import Any
 from tools import asvrun
 from tools import machine as machine_tool
 from tools.asvrun import CPU_SUITES, REPO, asv_env, write_hashfile
-from tools.gate import derived_config, load_project_conf
+from tools.gate.asvio import derived_config, load_project_conf
 
 MATRIX_DIR = Path(".asv") / "matrix"
 

@@ -45,8 +45,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tools import gate
 from tools import machine as machine_tool
+from tools.config import ConfigError
+from tools.gate import asvio, report
+from tools.gate.cli import add_gate_options
+from tools.gate.config import Thresholds
+from tools.gate.errors import EXIT_GATE_ERROR, GateError
+from tools.gate.sequential import exit_code
 
 SCHEMA = "kperf-shards-1"
 METHOD = "rendezvous-sha256"
@@ -498,7 +503,7 @@ def _is(gpu: Gpu, text: str) -> bool:
 def config_for(conf: Mapping[str, Any], repo: Path, work_dir: Path,
                results_dir: Path | None = None, env_dir: Path | None = None) -> Path:
     """A derived asv config (absolute paths) under ``work_dir``; returns its path."""
-    out = gate.derived_config(dict(conf), repo, work_dir)
+    out = asvio.derived_config(dict(conf), repo, work_dir)
     if results_dir is not None:
         out["results_dir"] = str(results_dir)
     if env_dir is not None:
@@ -596,7 +601,7 @@ class Context:
 def context(args: argparse.Namespace) -> Context:
     repo = args.repo.resolve()
     conf_path = (args.config or repo / "asv.conf.json").resolve()
-    conf = gate.load_project_conf(conf_path)
+    conf = asvio.load_project_conf(conf_path)
     results_dir = (repo / conf.get("results_dir", "results")).resolve()
     host = args.host or machine_tool.host_name()
     gpus = enumerate_gpus()
@@ -730,194 +735,75 @@ def range_arg(repo: Path, range_spec: str | None) -> str:
     HASHFILE:...), the same for every shard."""
     if range_spec:
         return range_spec
-    return f"{gate.git(repo, 'rev-parse', 'HEAD')}^!"
+    return f"{asvio.git(repo, 'rev-parse', 'HEAD')}^!"
 
 
 # --------------------------------------------------------------------------- the gate
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
+    """The PR gate (tools.gate) with one lane per GPU: each GPU measures the cases the
+    assignment gives it, base and head side by side on that GPU, all GPUs at once; the
+    cases are decided together (one correction) and the report names each case's GPU."""
+    from tools.gate import cli as gate_cli
+
     repo = args.repo.resolve()
     pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
     out_dir = (args.out or pr_dir).resolve()
     try:
-        th = gate.Thresholds.load(args.thresholds or repo / "thresholds.json")
-        plan = read_plan(pr_dir) if args.no_run else measure_sharded(args, repo, pr_dir, th)
-        verdicts, case_gpus = analyse_sharded(pr_dir, plan, th)
-    except (gate.GateError, ValueError, ShardError) as err:
-        code = err.exit_code if isinstance(err, gate.GateError) else gate.EXIT_INCONCLUSIVE
-        print(f"gate: {err}", file=sys.stderr)
-        gate._write_failure(out_dir, str(err), code, args.label)
-        return code
-    code = gate.exit_code(verdicts)
-    info = report_info(plan, verdicts, th, args.label)
-    text = sharded_markdown(verdicts, code, info, plan, case_gpus, args.max_rows)
-    report = gate.report_json(verdicts, code, info)
-    report["gpus"] = plan["shards"]
-    for case in report["cases"]:
+        th = Thresholds.load(args.thresholds or repo / "thresholds.json")
+        if args.no_run or args.resume:
+            state = gate_cli.read_state(pr_dir)
+        if not args.no_run:
+            plan = (sharded_plan(args, repo, pr_dir, th) if not args.resume
+                    else gate_cli.plan_of(state, repo, pr_dir))
+            state = gate_cli.measure(plan, th, args.resume)
+        verdicts = gate_cli.decide(pr_dir, state, th)
+    except (GateError, ConfigError, ShardError) as err:
+        code = err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
+        return gate_cli._fail(out_dir, str(err), code, args.label)
+    code = exit_code(verdicts)
+    case_gpus = {name: lane["label"] for lane in state["lanes"] for name in lane["cases"]}
+    info = gate_cli.info_of(state, verdicts, th)
+    text = report.markdown(verdicts, code, info, args.max_rows, extra=case_gpus)
+    text += "\nGPUs: " + "; ".join(f"{report.md(lane['label'])}: {len(lane['cases'])} case(s)"
+                                    for lane in state["lanes"]) + "\n"
+    data = report.report_json(verdicts, code, info)
+    data["gpus"] = [{"label": lane["label"], "cases": lane["cases"]} for lane in state["lanes"]]
+    for case in data["cases"]:
         case["gpu"] = case_gpus.get(case["case"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "gate.md").write_text(text)
-    (out_dir / "gate.json").write_text(json.dumps(report, indent=1))
+    report.write(out_dir, text, data)
     print(text)
     print(f"gate: exit {code}; report {out_dir / 'gate.md'}, {out_dir / 'gate.json'}")
     return code
 
 
-def read_plan(pr_dir: Path) -> dict[str, Any]:
-    path = pr_dir / "shard-gate.json"
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError as err:
-        raise gate.GateError(f"no baseline: {path} does not exist (run without --no-run "
-                             f"first)", gate.EXIT_INCONCLUSIVE) from err
-    except json.JSONDecodeError as err:
-        raise gate.GateError(f"{path}: not valid JSON ({err})", gate.EXIT_INCONCLUSIVE) from err
+def sharded_plan(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds):
+    """The gate's plan with one lane per GPU that owns a selected case."""
+    from tools.gate import cli as gate_cli
+    from tools.gate.measure import Lane
 
-
-def measure_sharded(args: argparse.Namespace, repo: Path, pr_dir: Path,
-                    th: gate.Thresholds) -> dict[str, Any]:
-    """Every GPU measures its own cases, base and head interleaved, all GPUs at once."""
     args.repo = repo
     ctx = context(args)
-    gate.guard_results_dir(pr_dir, ctx.conf, repo)
-    head = gate.git(repo, "rev-parse", f"{args.head}^{{commit}}")
-    main_branch = args.main_branch or (ctx.conf.get("branches") or ["main"])[0]
-    base, how = gate.resolve_base(repo, head, args.base, main_branch)
-    if not args.bench and not ctx.cpu_only:
-        args.bench = gate.pr_subset(th.path)
-    if pr_dir.exists():
-        shutil.rmtree(pr_dir)
-    pr_dir.mkdir(parents=True)
-    # The gate reads the recorded assignment and never writes the published one.
-    shard_map, _, shards = prepare(ctx, args, pr_dir / "discover" / "results", save=False)
-    save_map(pr_dir / "assignment.shardmap", shard_map)
-    hash_length = int(ctx.conf.get("hash_length", 8))
-    rounds = max(1, args.rounds)
-    plan = {"base": base, "head": head, "base_how": how, "host": ctx.host,
-            "hash_length": hash_length, "rounds": rounds, "remeasured": False,
-            "shards": [{"label": s.gpu.label, "uuid": s.gpu.uuid, "index": s.gpu.index,
-                        "model": s.gpu.model, "machine": s.machine, "dir": s.gpu.short,
-                        "cases": s.cases} for s in shards]}
-    (pr_dir / "shard-gate.json").write_text(json.dumps(plan, indent=1))
-    settings = {s.gpu.label: _settings(ctx, s, pr_dir) for s in shards}
-    states = {s.gpu.label: {"base": base, "head": head, "base_how": how,
-                            "machine": s.machine, "hash_length": hash_length,
-                            "asv_exit": {}, "benches": s.regexes, "remeasured": False}
-              for s in shards}
-    for label, state in states.items():
-        settings[label].pr_dir.mkdir(parents=True, exist_ok=True)
-        gate.write_state(settings[label].pr_dir, state)
-
-    def measure(shard: Shard) -> int:
-        label = shard.gpu.label
-        gate.measure_rounds(settings[label], states[label], rounds)
-        return max(c for r in states[label]["asv_exit"].values() for c in r.values())
-
-    run_parallel(shards, measure, lambda s: settings[s.gpu.label].log_path)
-    try:
-        first, case_gpus = analyse_sharded(pr_dir, plan, th)
-    except gate.GateError:
-        return plan  # the final analysis reports it with its exit code
-    flagged = gate.candidates(first)
-    if flagged:
-        print(f"re-measuring {len(flagged)} flagged case(s) once, each on its own GPU")
-        mine = {label: [v for v in flagged if case_gpus[v.case] == label] for label in states}
-
-        def again(shard: Shard) -> int:
-            label = shard.gpu.label
-            gate.remeasure(settings[label], states[label], mine[label], rounds)
-            return max(states[label]["asv_exit"]["confirm"].values())
-
-        run_parallel([s for s in shards if mine[s.gpu.label]], again,
-                     lambda s: settings[s.gpu.label].log_path)
-        plan["remeasured"] = True
-        (pr_dir / "shard-gate.json").write_text(json.dumps(plan, indent=1))
+    plan = gate_cli.plan_run(args, repo, pr_dir, th)
+    infos = describe_machines(ctx.gpus, ctx.host)
+    machines = {uuid: info["machine"] for uuid, info in infos.items()}
+    every = [c["name"] for c in gate_cli.suite_cases(repo)]
+    shard_map, notes = update_map(ctx.recorded, ctx.gpus, machines, every, ctx.host,
+                                  args.reassign, ctx.map_path)
+    for note in notes:
+        print(f"shards: {note}")
+    selected = [c["name"] for c in plan.cases]
+    wanted = [g for g in ctx.gpus if not args.only or any(_is(g, o) for o in args.only)]
+    plan.lanes = [Lane(g.label, machine_tool.gpu_visibility_env(g.index, {}),
+                       [c for c in selected if shard_map.cases.get(c) == g.uuid])
+                  for g in wanted]
+    plan.lanes = [lane for lane in plan.lanes if lane.cases]
+    if not plan.lanes:
+        raise ShardError(f"none of the {len(selected)} selected case(s) is assigned to the "
+                         f"GPU(s) chosen with --only {args.only}")
+    plan.machine = f"{len(plan.lanes)} GPU(s) of {ctx.host}, each judging its own cases"
     return plan
-
-
-def _settings(ctx: Context, shard: Shard, pr_dir: Path) -> gate.RunSettings:
-    conf = dict(ctx.conf, env_dir=str(shard.env_dir))  # absolute: one env tree per GPU
-    shard_dir = pr_dir / shard.gpu.short
-    return gate.RunSettings(ctx.repo, conf, shard.machine, shard_dir, shard.regexes,
-                            ctx.cpu_only, extra_env=shard.environment(),
-                            log_path=shard_dir / "asv.log")
-
-
-def analyse_sharded(pr_dir: Path, plan: Mapping[str, Any], th: gate.Thresholds,
-                    ) -> tuple[list[gate.Verdict], dict[str, str]]:
-    """All GPUs' cases decided together (one suite-wide correction); case -> GPU label."""
-    cases: dict[gate.CaseId, gate.CaseData] = {}
-    extra: dict[gate.CaseId, gate.CaseData] = {}
-    case_gpus: dict[str, str] = {}
-    if not plan["shards"]:
-        raise gate.GateError("no case was selected on any GPU", gate.EXIT_INCONCLUSIVE)
-    for shard in plan["shards"]:
-        shard_dir = pr_dir / shard["dir"]
-        state = gate.read_state(shard_dir)
-        where = f"GPU {shard['label']} ({shard['machine']})"
-        rounds = gate.round_dirs(shard_dir)
-        if not rounds:
-            raise gate.GateError(f"no baseline: {where}: no round-* folders under "
-                                 f"{shard_dir}", gate.EXIT_INCONCLUSIVE)
-        key = (state["machine"], state["base"], state["head"], int(state["hash_length"]))
-        confirm_dir = shard_dir / "confirm"
-        try:
-            part = gate.collect(rounds, *key)
-            again = gate.collect([confirm_dir], *key) if confirm_dir.is_dir() else {}
-        except gate.GateError as err:
-            raise gate.GateError(f"{where}: {err}", err.exit_code) from err
-        # asv writes every parameter set of a benchmark it ran, the ones not selected as
-        # NaN (as if skipped): only this GPU's own cases count from its results.
-        own = set(shard["cases"])
-        cases.update({c: d for c, d in part.items() if c.name in own})
-        extra.update({c: d for c, d in again.items() if c.name in own})
-        case_gpus.update(dict.fromkeys(own, shard["label"]))
-    verdicts = gate.decide(cases, th)
-    if extra and gate.candidates(verdicts):
-        verdicts = gate.confirm(verdicts, cases, extra, th)
-    return verdicts, case_gpus
-
-
-def report_info(plan: Mapping[str, Any], verdicts: Sequence[gate.Verdict],
-                th: gate.Thresholds, label: str) -> dict[str, Any]:
-    return {"label": label, "base": plan["base"], "head": plan["head"],
-            "base_how": plan["base_how"],
-            "machine": f"{len(plan['shards'])} GPU(s) of {plan['host']}, one asv machine each",
-            "rounds": plan["rounds"], "remeasured": plan.get("remeasured", False),
-            "tested": sum(v.q_value is not None for v in verdicts),
-            "correction": {"bh": "Benjamini-Hochberg", "holm": "Holm"}[th.correction],
-            "alpha": th.alpha, "thresholds": str(th.path),
-            "multi_env": len({v.env for v in verdicts}) > 1}
-
-
-def sharded_markdown(verdicts: Sequence[gate.Verdict], code: int, info: dict[str, Any],
-                     plan: Mapping[str, Any], case_gpus: Mapping[str, str],
-                     max_rows: int) -> str:
-    """gate.md with a GPU column, and which machine each GPU label is."""
-    title = f"### Performance gate{' — ' + info['label'] if info.get('label') else ''}"
-    lines = [gate.COMMENT_MARKER, title, "", gate.summary_line(verdicts, code), "",
-             f"base `{info['base'][:10]}` ({info['base_how']}) → head `{info['head'][:10]}`, "
-             f"each case on its own GPU of `{plan['host']}` (base and head interleaved on "
-             f"that GPU, {info['rounds']} rounds"
-             f"{' + 1 re-measure of flagged cases' if info.get('remeasured') else ''}); "
-             f"false alarms controlled across all {info['tested']} tested cases "
-             f"({info['correction']}, alpha {info['alpha']}).", "",
-             "| case | GPU | before | after | ratio [CI] | clocks | verdict |",
-             "|---|---|---|---|---|---|---|"]
-    rows = gate.worst_first(verdicts)
-    for v in rows[:max_rows]:
-        name = f"{v.case} [{v.env}]" if info.get("multi_env") else v.case
-        lines.append(f"| `{name}` | {case_gpus.get(v.case, '—')} "
-                     f"| {gate.fmt_value(v.before, v.unit)} | {gate.fmt_value(v.after, v.unit)} "
-                     f"| {gate._fmt_ratio(v)} | {gate._fmt_clocks(v)} "
-                     f"| {gate._fmt_verdict(v)} |")
-    if len(rows) > max_rows:
-        lines.append(f"\n… and {len(rows) - max_rows} more rows in gate.json.")
-    lines += ["", "GPUs (index:UUID suffix): " + "; ".join(
-        f"`{s['label']}` = {s['model']} `{s['uuid']}`, machine `{s['machine']}`"
-        for s in plan["shards"])]
-    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- CLI
@@ -957,7 +843,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("gate", help="the PR gate with every GPU judging its own cases "
                                     "(options and exit codes as python -m tools.gate)")
     _common(g)
-    gate.add_gate_options(g)
+    add_gate_options(g)
     return parser
 
 
@@ -966,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"gpus": cmd_gpus, "plan": cmd_plan, "run": cmd_run, "gate": cmd_gate}
     try:
         return handlers[args.command](args)
-    except (ShardError, gate.GateError) as err:
+    except (ShardError, GateError) as err:
         print(f"shard: {err}", file=sys.stderr)
         return 2 if isinstance(err, ShardError) else err.exit_code
 

@@ -10,16 +10,17 @@ the environment's pip pins), plus ``machine`` (the results folder) and ``env`` (
 environment name). Each side must select exactly one results file of the commit in every
 results directory given; several ``--results`` directories are several rounds.
 
-The verdicts, report and exit codes are the PR gate's (tools/gate.py): SLOW, FAST, SAME or
-INCONCLUSIVE per case, a suite-wide false-alarm correction, per-class thresholds from
-thresholds.json, cycles when the clocks differ. The runs are read as stored: nothing is
-re-measured, so a flagged case is final here; measure the two stacks interleaved
-(``tools.matrix`` does, round by round) for timings that can be trusted. Writes
+The verdicts, report and exit codes are the PR gate's (tools/gate): SLOW, FAST, SAME or
+INCONCLUSIVE per case, each results folder a round (both stacks in it, as
+``tools.matrix`` measures them, round by round), looks after each round, a suite-wide
+false-alarm correction, per-class thresholds from thresholds.json, and the gate's rule
+for clock differences (the code's at the power limit, else cycles must agree). The runs
+are read as stored: nothing is re-measured, so a flagged case is final here. Writes
 ``stackcmp.md`` and ``stackcmp.json``.
 
-Exit codes: as the gate: 2 broken (a case failed on the head stack, or it has no results),
-1 regression (a case is SLOW), 3 inconclusive or no baseline (the base stack has no
-results), 0 pass.
+Exit codes: as the gate: 4 the comparison itself failed (unreadable input), 2 broken (a
+case failed on the head stack, or it has no results), 1 regression (a case is SLOW), 3
+inconclusive or no baseline (the base stack has no results), 0 pass.
 """
 
 from __future__ import annotations
@@ -33,19 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools import gate
-from tools.gate import (
-    EXIT_BROKEN,
-    EXIT_INCONCLUSIVE,
-    CaseData,
-    CaseId,
-    GateError,
-    ResultsFileError,
-    RoundData,
-    Side,
-    Thresholds,
-    Verdict,
-)
+from tools.config import ConfigError
+from tools.gate import asvio, report
+from tools.gate.asvio import ResultsFileError
+from tools.gate.config import Thresholds
+from tools.gate.errors import EXIT_BROKEN, EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, STATUS, GateError
+from tools.gate.model import Block, CaseData, Verdict
+from tools.gate.sequential import exit_code, finalise, replay
 
 REPORT_TITLE = "### Stack comparison"
 
@@ -106,57 +101,57 @@ def select(files: Sequence[StackFile], selector: dict[str, str], which: str,
 
 
 def read_stack(chosen: StackFile, records_root: Path | None, commit: str,
-               meta: dict[str, dict[str, Any]]) -> dict[str, RoundData]:
-    _, per_case = gate.read_results_file(chosen.path)
+               meta: dict[str, dict[str, Any]]) -> dict[str, Block]:
+    _, per_case = asvio.read_results_file(chosen.path)
     if records_root is not None:
-        records = gate.read_round_records(records_root / chosen.machine, commit, meta)
-        for name, data in per_case.items():
+        records = asvio.read_records(records_root / chosen.machine, commit, meta)
+        for name, block in per_case.items():
             recs = records.get((chosen.env, name))
-            if recs and data.status == "ok":
-                gate.attach_record(data, recs)
+            if recs and block.status == "ok":
+                asvio.attach_records(block, recs)
     return per_case
 
 
 def collect(rounds: Sequence[tuple[Path, Path | None]], commit: str, base: dict[str, str],
             head: dict[str, str], hash_length: int = 8
-            ) -> tuple[dict[CaseId, CaseData], dict[str, StackFile]]:
-    """Cases of both stacks over every round (results dir, records dir or None)."""
-    cases: dict[CaseId, CaseData] = {}
+            ) -> tuple[list[CaseData], dict[str, StackFile]]:
+    """Cases of both stacks over every round (results dir, records dir or None): each
+    results directory is one round, both stacks measured in it (tools.matrix)."""
+    cases: dict[str, CaseData] = {}
     chosen: dict[str, StackFile] = {}
-    n = len(rounds)
-    for index, (results_dir, records_root) in enumerate(rounds):
-        meta = gate.read_benchmark_meta(results_dir)
+    for index, (results_dir, records_root) in enumerate(rounds, start=1):
+        meta = asvio.read_benchmark_meta(results_dir)
         files = stack_files(results_dir, commit, hash_length)
         for which, selector in (("base", base), ("head", head)):
             picked = select(files, selector, which, results_dir, commit)
             chosen.setdefault(which, picked)
-            for name, data in read_stack(picked, records_root, commit, meta).items():
-                entry = cases.setdefault(CaseId("", name), CaseData(
-                    Side([None] * n), Side([None] * n),
-                    unit=str(meta.get(name.split("(")[0], {}).get("unit", ""))))
-                getattr(entry, which).rounds[index] = data
+            for name, block in read_stack(picked, records_root, commit, meta).items():
+                block.side, block.round = which, index
+                unit = str(meta.get(name.split("(")[0], {}).get("unit", "seconds"))
+                cases.setdefault(name, CaseData(name, "", unit)).blocks.append(block)
     if chosen["base"].path == chosen["head"].path:
         raise GateError(f"--base and --head select the same results file "
                         f"{chosen['base'].path}", EXIT_INCONCLUSIVE)
-    return cases, chosen
+    return list(cases.values()), chosen
 
 
 def stack_label(f: StackFile) -> str:
     keys = ("rocm", "cuda", "torch", "triton", "tilelang", "apache-tvm-ffi", "python")
     parts = [f"{k} {f.params[k]}" for k in keys if f.params.get(k) not in (None, "", "matrix")]
-    return f"`{f.machine}` / `{f.env}`" + (f" ({', '.join(parts)})" if parts else "")
+    return (f"{report.md(f.machine)} / {report.md(f.env)}"
+            + (f" ({report.md(', '.join(parts))})" if parts else ""))
 
 
 def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any],
              max_rows: int = 60) -> str:
     title = f"{REPORT_TITLE}{' — ' + info['label'] if info.get('label') else ''}"
-    lines = [gate.COMMENT_MARKER.replace("gate", "stackcmp"), title, "",
-             gate.summary_line(verdicts, code), "",
+    lines = [report.COMMENT_MARKER.replace("gate", "stackcmp"), title, "",
+             report.summary_line(verdicts, code), "",
              f"commit `{info['commit'][:10]}`: base stack {info['base_stack']} → head stack "
-             f"{info['head_stack']}; {info['rounds']} round(s) read as stored, no re-measure; "
-             f"false alarms controlled across all {info['tested']} tested cases "
-             f"({info['correction']}, alpha {info['alpha']}).", ""]
-    lines += gate.table_lines(verdicts, False, max_rows, json_name="stackcmp.json")
+             f"{info['head_stack']}; {info['rounds']} round(s) read as stored (each a results "
+             f"folder holding both stacks), no re-measure; false alarms controlled across "
+             f"the cases and looks ({info['correction']}, alpha {info['alpha']}).", ""]
+    lines += report.table_lines(verdicts, False, max_rows, json_name="stackcmp.json")
     return "\n".join(lines) + "\n"
 
 
@@ -183,7 +178,8 @@ def compare(args: argparse.Namespace) -> tuple[list[Verdict], dict[str, Any]]:
     records = [None if args.no_records else path.parent / "records" for path in results]
     cases, chosen = collect(list(zip(results, records, strict=True)), commit, base, head,
                             args.hash_length)
-    verdicts = gate.decide(cases, th)
+    verdicts = [_unconfirmed(v) for v in finalise(replay(cases, th),
+                                                    f"undecided after {len(results)} round(s)")]
     info = {"label": args.label, "commit": commit, "base": commit, "head": commit,
             "base_how": "stack " + args.base, "machine": chosen["head"].machine,
             "base_stack": stack_label(chosen["base"]), "head_stack": stack_label(chosen["head"]),
@@ -191,19 +187,27 @@ def compare(args: argparse.Namespace) -> tuple[list[Verdict], dict[str, Any]]:
             "base_file": str(chosen["base"].path), "head_file": str(chosen["head"].path),
             "base_params": chosen["base"].params, "head_params": chosen["head"].params,
             "rounds": len(results), "remeasured": False,
-            "tested": sum(v.q_value is not None for v in verdicts),
             "correction": {"bh": "Benjamini-Hochberg", "holm": "Holm"}[th.correction],
             "alpha": th.alpha, "thresholds": str(th.path), "multi_env": False}
     return verdicts, info
 
 
+def _unconfirmed(v: Verdict) -> Verdict:
+    """Stored runs are never re-measured: a flagged case stands on its looks alone."""
+    if v.candidate and v.confirmed is None:
+        v.verdict = v.candidate
+        v.reason = "not re-measured: stack comparisons read stored rounds only"
+    return v
+
+
 def write_failure(out_dir: Path, message: str, code: int, label: str) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    title = f"{REPORT_TITLE}{' — ' + label if label else ''}"
-    status = gate.report_json([], code, {})["status"]
-    (out_dir / "stackcmp.md").write_text(f"{title}\n\n**{status}** (exit {code}): {message}\n")
+    title = f"{REPORT_TITLE}{' — ' + report.md(label) if label else ''}"
+    status = STATUS[code]
+    (out_dir / "stackcmp.md").write_text(
+        f"{title}\n\n**{status}** (exit {code}): {report.md(message)}\n")
     (out_dir / "stackcmp.json").write_text(json.dumps(
-        {"schema": gate.REPORT_SCHEMA, "exit_code": code, "status": status, "error": message,
+        {"schema": report.REPORT_SCHEMA, "exit_code": code, "status": status, "error": message,
          "label": label, "cases": []}, indent=1))
 
 
@@ -234,17 +238,17 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = (args.out or Path.cwd()).resolve()
     try:
         verdicts, info = compare(args)
-    except (GateError, ResultsFileError, ValueError) as err:
-        code = err.exit_code if isinstance(err, GateError) else EXIT_INCONCLUSIVE
+    except (GateError, ResultsFileError, ConfigError) as err:
+        code = err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
         print(f"stackcmp: {err}", file=sys.stderr)
         write_failure(out_dir, str(err), code, args.label)
         return code
-    code = gate.exit_code(verdicts)
+    code = exit_code(verdicts)
     text = markdown(verdicts, code, info, args.max_rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "stackcmp.md").write_text(text)
-    report = gate.report_json(verdicts, code, info)
-    (out_dir / "stackcmp.json").write_text(json.dumps(report, indent=1))
+    (out_dir / "stackcmp.json").write_text(json.dumps(report.report_json(verdicts, code, info),
+                                                      indent=1))
     print(text)
     print(f"stackcmp: exit {code}; report {out_dir / 'stackcmp.md'}, {out_dir / 'stackcmp.json'}")
     return code

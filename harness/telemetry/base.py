@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import statistics
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -179,6 +180,33 @@ class Sampler:
 
     def window(self, t0: float, t1: float) -> WindowStats:
         return summarize(list(self.readings), t0, t1, self.source.lag_s)
+
+    @contextlib.contextmanager
+    def polling_every(self, period_s: float) -> Iterator[None]:
+        """Poll faster for a while (the energy burst), then at the usual period again."""
+        usual, self.period_s = self.period_s, period_s
+        try:
+            yield
+        finally:
+            self.period_s = usual
+
+    def counter_power(self, t0: float, t1: float) -> float | None:
+        """Mean watts in [t0, t1] (shifted by the lag) from the energy counter's own
+        update instants: the first and last change of the counter inside the span.
+
+        NVML's counter moves only every ~100 ms (H200, docs/perf.md), so the difference
+        of two readings says little about a span of a few hundred ms; between two of its
+        updates, though, it holds exactly the energy used. Polled every few ms, the
+        update instants are known to that precision. None with fewer than two updates.
+        """
+        lo, hi = t0 + self.source.lag_s, t1 + self.source.lag_s
+        points = [(r.t, r.energy_j) for r in list(self.readings) if r.energy_j is not None]
+        updates = [(t, e) for (_, e0), (t, e) in itertools.pairwise(points)
+                   if e != e0 and lo <= t <= hi]
+        if len(updates) < 2 or updates[-1][0] <= updates[0][0]:
+            return None
+        (ta, ea), (tb, eb) = updates[0], updates[-1]
+        return (eb - ea) / (tb - ta)
 
     def has_energy(self) -> bool:
         """Whether the source has delivered an energy counter or a power reading."""

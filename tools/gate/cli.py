@@ -1,0 +1,232 @@
+"""``python -m tools.gate``: measure, decide, report; the exit code says what to do.
+
+    python -m tools.gate                      # merge-base(HEAD, main) against HEAD
+    python -m tools.gate --base v1.2 --head my-branch -b GemmTime
+    python -m tools.gate --resume             # go on with a run that was cut off
+    python -m tools.gate --no-run             # decide the stored run again
+
+Exit codes (the first that applies):
+  4  the gate itself failed: bad configuration, unreadable input, a crash of the gate
+  2  a benchmark broke: a case failed, crashed, hung or was wrong at head
+  1  regression: at least one case is SLOW
+  3  inconclusive or no baseline: a case is undecided within the budget, or has no base
+  0  pass: every case is SAME or FAST
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from tools.config import ConfigError
+from tools.gate import asvio, report
+from tools.gate.config import Thresholds
+from tools.gate.errors import EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, GateError
+from tools.gate.measure import (
+    STATE_SCHEMA,
+    BlockLog,
+    GatePlan,
+    Lane,
+    Run,
+    case_data,
+    scratch_dir,
+    sites_for,
+    write_state,
+)
+from tools.gate.model import Verdict
+from tools.gate.sequential import exit_code, finalise, replay
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.gate", description=__doc__.split("\n\n")[0],
+        epilog=__doc__[__doc__.index("Exit codes"):],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repo", type=Path, default=Path.cwd(), help="repository root (cwd)")
+    parser.add_argument("--config", type=Path, help="asv config (default <repo>/asv.conf.json)")
+    parser.add_argument("--machine", help="machine name in the report (default: this host's)")
+    add_gate_options(parser)
+    return parser
+
+
+def add_gate_options(parser: argparse.ArgumentParser) -> None:
+    """What to compare and how: shared with ``python -m tools.shard gate``."""
+    parser.add_argument("--thresholds", type=Path, help="default <repo>/thresholds.json")
+    parser.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
+    parser.add_argument("--base", help="base revision (default: merge-base of head and main)")
+    parser.add_argument("--main-branch", help="default: the first of asv.conf.json 'branches'")
+    parser.add_argument("-b", "--bench", action="append",
+                        help="case regex, as asv's -b (repeatable; default: the PR subset)")
+    parser.add_argument("--pr-dir", type=Path, help="default <repo>/.asv/pr-results")
+    parser.add_argument("--out", type=Path, help="report folder (default: the PR directory)")
+    parser.add_argument("--label", default="", help="runner label shown in the report title")
+    parser.add_argument("--no-run", action="store_true", help="decide the stored run again")
+    parser.add_argument("--resume", action="store_true", help="continue a stored run")
+    parser.add_argument("--max-rows", type=int, default=60)
+
+
+def select(cases: list[dict[str, Any]], regexes: list[str], gpu: bool) -> list[dict[str, Any]]:
+    patterns = [re.compile(r) for r in regexes]
+    chosen = [c for c in cases if any(p.search(c["name"]) for p in patterns)]
+    return chosen if gpu else [c for c in chosen if c["kind"] == "static"]
+
+
+def suite_cases(repo: Path) -> list[dict[str, Any]]:
+    """The repository's own suite (its working tree), as the gate can measure it."""
+    from harness.worker import register_package
+
+    register_package(repo / "benchmarks" / "__init__.py")
+    from benchmarks._suites import gate_cases
+
+    return gate_cases()
+
+
+def gpu_present() -> bool:
+    if os.environ.get("KPERF_DEVICE") == "cpu":
+        return True
+    from tools.asvrun import has_gpu
+
+    return has_gpu()
+
+
+def plan_run(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds) -> GatePlan:
+    conf = asvio.load_project_conf(args.config or repo / "asv.conf.json")
+    asvio.guard_scratch(pr_dir, conf, repo)
+    head = asvio.git(repo, "rev-parse", f"{args.head}^{{commit}}")
+    main_branch = args.main_branch or (conf.get("branches") or ["main"])[0]
+    base, how = asvio.resolve_base(repo, head, args.base, main_branch)
+    gpu = gpu_present()
+    cases = select(suite_cases(repo), args.bench or list(th.pr_subset), gpu)
+    if not cases:
+        raise GateError("no case matches " + (", ".join(args.bench or th.pr_subset))
+                        + ("" if gpu else " among the static figures (no GPU here)"))
+    from tools import machine as machine_tool
+
+    machine = args.machine or machine_tool.describe(None)["machine"]
+    return GatePlan(repo, pr_dir, base, head, how, machine, cases,
+                    [Lane(cases=[c["name"] for c in cases])], args.label)
+
+
+def measure(plan: GatePlan, th: Thresholds, resume: bool) -> dict[str, Any]:
+    from benchmarks._case import worker_client
+
+    scratch_dir(plan.pr_dir, fresh=not resume)
+    state = plan.state()
+    write_state(plan.pr_dir, {**state, "status": "building"})
+    started = time.time()
+    run = Run(plan, th, sites_for(plan), worker_client)
+    try:
+        stopped = run.run()
+    finally:
+        run.retire_workers()
+    state.update(status="done", stopped=stopped, wall_s=time.time() - started)
+    write_state(plan.pr_dir, state)
+    return state
+
+
+def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds) -> list[Verdict]:
+    """Verdicts of a stored run: this version's blocks, or an older gate's asv rounds."""
+    if state.get("schema") == STATE_SCHEMA:
+        rows = BlockLog(pr_dir / "blocks.jsonl").read()
+        cases = case_data(state["cases"], rows)
+        walls = {c["name"]: sum(r.get("wall_s", 0) for r in rows if r["case"] == c["name"])
+                 for c in state["cases"]}
+    else:
+        rounds = sorted(p for p in pr_dir.glob("round-*") if p.is_dir())
+        if not rounds:
+            raise GateError(f"no baseline: no round-* folders under {pr_dir}", EXIT_INCONCLUSIVE)
+        extra = [pr_dir / "confirm"] if (pr_dir / "confirm").is_dir() else []
+        cases = asvio.load_asv_rounds(rounds + extra, state["machine"], state["base"],
+                                      state["head"], int(state.get("hash_length", 8)))
+        walls = {}
+    verdicts = replay(cases, th)
+    stopped = state.get("stopped", "the run ended")
+    for v in verdicts:
+        if not v.decided and walls.get(v.case, 0) >= th.case_wall_s:
+            v.reason = f"the case's budget of {th.case_wall_s:.0f} s spent; {v.reason}"
+    return finalise(verdicts, f"undecided when the rounds stopped ({stopped})")
+
+
+def read_state(pr_dir: Path) -> dict[str, Any]:
+    from tools.config import parse_json, read_text
+
+    path = pr_dir / "gate-state.json"
+    if not path.exists():
+        raise GateError(f"no baseline: {path} does not exist (run the gate without --no-run "
+                        f"first)", EXIT_INCONCLUSIVE)
+    state = parse_json(read_text(path), path)
+    missing = [k for k in ("base", "head", "machine") if k not in state]
+    if missing:
+        raise GateError(f"{path}: fields {missing} missing")
+    return state
+
+
+def info_of(state: dict[str, Any], verdicts: list[Verdict], th: Thresholds) -> dict[str, Any]:
+    rounds = max((v.rounds for v in verdicts), default=0)
+    seq = th.sequential
+    return {"label": state.get("label", ""), "base": state["base"], "head": state["head"],
+            "base_how": state.get("base_how", ""), "machine": state["machine"],
+            "design": (f"base and head alternating in rounds of one block each (at most "
+                       f"{rounds} rounds used; looks after {seq.min_rounds}-{seq.max_rounds}; "
+                       f"SLOW/FAST re-measured by fresh workers)"),
+            "stopped": state.get("stopped", ""), "wall_s": state.get("wall_s"),
+            "correction": {"bh": "Benjamini-Hochberg", "holm": "Holm"}[th.correction],
+            "alpha": th.alpha, "beta": th.beta, "thresholds": str(th.path),
+            "multi_env": len({v.env for v in verdicts}) > 1}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    repo = args.repo.resolve()
+    pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
+    out_dir = (args.out or pr_dir).resolve()
+    try:
+        th = Thresholds.load(args.thresholds or repo / "thresholds.json")
+        if args.no_run or args.resume:
+            state = read_state(pr_dir)
+        if not args.no_run:
+            plan = (plan_run(args, repo, pr_dir, th) if not args.resume
+                    else plan_of(state, repo, pr_dir))
+            state = measure(plan, th, args.resume)
+        verdicts = decide(pr_dir, state, th)
+    except GateError as err:
+        return _fail(out_dir, str(err), err.exit_code, args.label)
+    except ConfigError as err:
+        return _fail(out_dir, str(err), EXIT_GATE_ERROR, args.label)
+    except KeyboardInterrupt:
+        return _fail(out_dir, "interrupted; --resume goes on from what was measured",
+                     EXIT_GATE_ERROR, args.label)
+    except Exception as err:  # the gate's own bug: never a regression, never a pass
+        traceback.print_exc()
+        return _fail(out_dir, f"the gate itself failed ({type(err).__name__}: {err})",
+                     EXIT_GATE_ERROR, args.label)
+    code = exit_code(verdicts)
+    info = info_of(state, verdicts, th)
+    text = report.markdown(verdicts, code, info, args.max_rows)
+    report.write(out_dir, text, report.report_json(verdicts, code, info))
+    print(text)
+    print(f"gate: exit {code}; report {out_dir / 'gate.md'}, {out_dir / 'gate.json'}")
+    return code
+
+
+def plan_of(state: dict[str, Any], repo: Path, pr_dir: Path) -> GatePlan:
+    if state.get("schema") != STATE_SCHEMA:
+        raise GateError(f"{pr_dir}: a run of an older gate cannot be resumed; use --no-run")
+    return GatePlan(repo, pr_dir, state["base"], state["head"], state["base_how"],
+                    state["machine"], state["cases"],
+                    [Lane(**lane) for lane in state["lanes"]], state.get("label", ""))
+
+
+def _fail(out_dir: Path, message: str, code: int, label: str) -> int:
+    print(f"gate: {message}", file=sys.stderr)
+    try:
+        report.write_failure(out_dir, message, code, label)
+    except OSError as err:
+        print(f"gate: could not write the report to {out_dir}: {err}", file=sys.stderr)
+    return code

@@ -1,0 +1,131 @@
+"""thresholds.json: validated against tools/schemas/thresholds.json, then made typed.
+
+Every error names the file and the field (``tools.config``); the few rules a schema
+cannot say (a rule naming an unknown class, a bad regex, max_rounds below min_rounds)
+are checked here the same way. Bit masks are hex strings and are parsed by
+``parse_bits``, the one parser the gate and the telemetry page share.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.config import ConfigError, load_json
+
+THRESHOLDS_SCHEMA = "kperf-thresholds-2"
+
+
+def parse_bits(text: str) -> int:
+    """A throttle-bit mask as thresholds.json writes it: always hexadecimal ("0x4")."""
+    if not re.fullmatch(r"0x[0-9a-fA-F]+", text.strip()):
+        raise ValueError(f"{text!r} is not a hexadecimal bit mask such as \"0x4\"")
+    return int(text, 16)
+
+
+@dataclass(frozen=True)
+class KernelClass:
+    name: str
+    min_ratio: float = 0.0
+    sd_floor: float = 0.0  # the smallest round-to-round spread (of log ratios) believed
+    exact: bool = False
+
+
+@dataclass(frozen=True)
+class Rule:
+    pattern: re.Pattern[str]
+    klass: str
+    higher_is_better: bool = False
+
+
+@dataclass(frozen=True)
+class Sequential:
+    min_rounds: int
+    max_rounds: int
+    confirm_rounds: int
+    trials_per_block: int
+
+    @property
+    def looks(self) -> int:
+        return self.max_rounds - self.min_rounds + 1
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    path: Path
+    alpha: float
+    beta: float
+    correction: str
+    clock_tolerance: float
+    sequential: Sequential
+    gate_wall_s: float
+    case_wall_s: float
+    power_fraction: float  # mean power >= this x the limit: at the power limit
+    at_limit_share: float  # ... in at least this share of a side's blocks
+    side_share: float  # the clock gap has the side's sign in at least this share of rounds
+    power_cap_bits: dict[str, int]
+    environment_bits: dict[str, int]
+    classes: dict[str, KernelClass]
+    rules: tuple[Rule, ...]
+    pr_subset: tuple[str, ...]
+
+    @classmethod
+    def load(cls, path: Path) -> Thresholds:
+        raw = load_json(path, "thresholds")
+        return cls.from_dict(raw, Path(path))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], path: Path) -> Thresholds:
+        seq = Sequential(**{k: v for k, v in raw["sequential"].items() if k != "doc"})
+        if seq.max_rounds < seq.min_rounds:
+            raise ConfigError(path, f"max_rounds {seq.max_rounds} is below min_rounds "
+                                    f"{seq.min_rounds}", "/sequential/max_rounds")
+        classes = {name: _klass(name, spec) for name, spec in raw["classes"].items()}
+        rules = tuple(_rule(path, i, r, classes) for i, r in enumerate(raw["rules"]))
+        for i, regex in enumerate(raw["pr_subset"]):
+            _compile(path, f"/pr_subset/{i}", regex)
+        bits = raw["throttle_bits"]
+        return cls(
+            path=path, alpha=raw["alpha"], beta=raw["beta"], correction=raw["correction"],
+            clock_tolerance=raw["clock_tolerance"], sequential=seq,
+            gate_wall_s=raw["budget"]["gate_wall_s"], case_wall_s=raw["budget"]["case_wall_s"],
+            power_fraction=raw["attribution"]["power_fraction"],
+            at_limit_share=raw["attribution"]["at_limit_share"],
+            side_share=raw["attribution"]["side_share"],
+            power_cap_bits=_masks(bits["power_cap"]),
+            environment_bits=_masks(bits["environment"]),
+            classes=classes, rules=rules, pr_subset=tuple(raw["pr_subset"]))
+
+    def rule_for(self, case_name: str) -> tuple[Rule, KernelClass]:
+        for rule in self.rules:
+            if rule.pattern.search(case_name):
+                return rule, self.classes[rule.klass]
+        raise ConfigError(self.path, f"no rule matches case {case_name!r}; add one (a final "
+                                     f"'.*' rule catches everything)", "/rules")
+
+
+def _klass(name: str, spec: dict[str, Any]) -> KernelClass:
+    if spec.get("exact"):
+        return KernelClass(name, exact=True)
+    return KernelClass(name, float(spec["min_ratio"]), float(spec["sd_floor"]))
+
+
+def _compile(path: Path, pointer: str, regex: str) -> re.Pattern[str]:
+    try:
+        return re.compile(regex)
+    except re.error as err:
+        raise ConfigError(path, f"bad regex {regex!r} ({err})", pointer) from err
+
+
+def _rule(path: Path, index: int, raw: dict[str, Any], classes: dict[str, KernelClass]) -> Rule:
+    if raw["class"] not in classes:
+        raise ConfigError(path, f"class {raw['class']!r} is not one of {sorted(classes)}",
+                          f"/rules/{index}/class")
+    return Rule(_compile(path, f"/rules/{index}/match", raw["match"]), raw["class"],
+                bool(raw.get("higher_is_better", False)))
+
+
+def _masks(table: dict[str, str]) -> dict[str, int]:
+    return {backend: parse_bits(text) for backend, text in table.items() if backend != "doc"}

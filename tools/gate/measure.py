@@ -1,0 +1,348 @@
+"""Measuring a gate: both commits built side by side, a measurement worker per side and
+GPU, rounds of blocks until every case is decided or the budget is spent.
+
+Each side's ``kernels`` package is built from its commit exactly as asv builds it
+(``pip wheel`` of the commit's tree) and installed into its own folder, so base and head
+live in two workers at once and are measured next to each other in every round, without
+a process start, a reinstall or a compile between them. Both are measured by the
+working tree's ``harness`` and ``benchmarks`` (one instrument for both sides).
+
+Everything measured is appended to ``blocks.jsonl`` as it happens (one JSON line per
+block, flushed and synced); ``gate-state.json`` says what the run is. A run that is cut
+off (a device call's limit, Ctrl-C) resumes from both (``--resume``), and ``--no-run``
+decides a stored run again from them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.record import atomic_write_json
+from harness.worker import RemoteError, RemoteSkip, WorkerClient, WorkerError, retire
+from tools.gate.config import Thresholds
+from tools.gate.errors import EXIT_INCONCLUSIVE, GateError
+from tools.gate.model import SIDES, Block, CaseData
+from tools.gate.sequential import awaiting_confirmation, key, replay
+
+STATE_SCHEMA = "kperf-gate-state-2"
+PREPARE_TIMEOUT_S = 900.0
+BLOCK_TIMEOUT_S = 300.0
+CONFIRM_RESERVE = 0.85  # the rounds stop at this share of the gate's budget: room to confirm
+
+
+@dataclass
+class Lane:
+    """One GPU: the environment that makes only it visible, and the cases it judges."""
+
+    label: str = "gpu"
+    env: dict[str, str] = field(default_factory=dict)
+    cases: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GatePlan:
+    repo: Path
+    pr_dir: Path
+    base: str
+    head: str
+    base_how: str
+    machine: str
+    cases: list[dict[str, Any]]  # from benchmarks._suites.gate_cases(), selected
+    lanes: list[Lane]
+    label: str = ""
+
+    def state(self) -> dict[str, Any]:
+        return {"schema": STATE_SCHEMA, "base": self.base, "head": self.head,
+                "base_how": self.base_how, "machine": self.machine, "cases": self.cases,
+                "lanes": [asdict(lane) for lane in self.lanes], "label": self.label}
+
+
+def write_state(pr_dir: Path, state: dict[str, Any]) -> None:
+    atomic_write_json(pr_dir / "gate-state.json", state)
+
+
+# --------------------------------------------------------------------------- building
+
+
+def build_side(repo: Path, sha: str, dest: Path) -> Path:
+    """``kernels`` of ``sha`` built as asv builds it, installed into ``dest/site``."""
+    site, done = dest / "site", dest / ".built"
+    if done.exists():
+        return site
+    shutil.rmtree(dest, ignore_errors=True)
+    src, wheels = dest / "src", dest / "wheels"
+    src.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=repo,
+                             capture_output=True)
+    if archive.returncode != 0:
+        raise GateError(f"git archive {sha[:12]}: {archive.stderr.decode().strip()}")
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    for step in ([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
+                  str(wheels), str(src)],
+                 [*pip, "install", "--no-deps", "--no-index", "--target", str(site),
+                  *map(str, sorted(wheels.glob("*.whl")) or [src / "missing.whl"])]):
+        out = subprocess.run(step, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise GateError(f"building {sha[:12]} failed: {' '.join(step[3:5])}: "
+                            f"{out.stderr.strip()[-800:]}", EXIT_INCONCLUSIVE)
+    done.write_text(sha)
+    return site
+
+
+def stack_path(repo: Path) -> list[str]:
+    """This interpreter's imports without the repository (whose ``kernels`` is neither side)."""
+    skip = {str(repo.resolve()), "", os.getcwd()}
+    return [p for p in sys.path if p not in skip and str(Path(p).resolve()) not in skip]
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+class BlockLog:
+    """``blocks.jsonl``: append-only, one synced line per block; read back on resume."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+
+    def append(self, case: dict[str, Any], block: Block, extra: dict[str, Any]) -> None:
+        line = json.dumps({"case": case["name"], "env": case.get("env", ""),
+                           **asdict(block), **extra})
+        with self.lock, self.path.open("a") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        rows = []
+        for number, line in enumerate(self.path.read_text().splitlines(), start=1):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                if number == len(self.path.read_text().splitlines()):
+                    break  # a line cut off by a kill: the block is measured again
+                raise GateError(f"{self.path}:{number}: corrupt line ({err})") from err
+        return rows
+
+
+BLOCK_FIELDS = {f for f in Block.__dataclass_fields__}
+
+
+def case_data(cases: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> list[CaseData]:
+    by_name = {c["name"]: CaseData(c["name"], c.get("env", ""), c.get("unit", "seconds"))
+               for c in cases}
+    for row in rows:
+        if row["case"] in by_name:
+            by_name[row["case"]].blocks.append(
+                Block(**{k: v for k, v in row.items() if k in BLOCK_FIELDS}))
+    return list(by_name.values())
+
+
+def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool) -> Block:
+    m = result["measurement"]
+    windows = m["windows"]
+    limits = [w["power_limit_w"] for w in windows if w.get("power_limit_w")]
+    bits = [w["throttle_bits_or"] for w in windows if w.get("throttle_bits_or") is not None]
+    or_bits = 0
+    for b in bits:
+        or_bits |= b
+    return Block(side, round_, samples=list(result["samples"]),
+                 clocks=[w.get("sm_clock_mhz_median") for w in windows],
+                 power_w=[w.get("power_w_mean") for w in windows],
+                 power_limit_w=min(limits) if limits else None,
+                 throttle_bits=or_bits if bits else None,
+                 backend=m["telemetry_backend"], confirm=confirm)
+
+
+def failed_block(side: str, round_: int, err: Exception, confirm: bool = False) -> Block:
+    status = "skipped" if isinstance(err, RemoteSkip | NotImplementedError) else "failed"
+    return Block(side, round_, status, f"{type(err).__name__}: {err}", confirm=confirm)
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class Run:
+    def __init__(self, plan: GatePlan, th: Thresholds, sites: dict[str, Path],
+                 make_client: Callable[..., WorkerClient], log: Callable[[str], None] = print):
+        self.plan, self.th, self.sites, self.log = plan, th, sites, log
+        self.make_client = make_client
+        self.blocks = BlockLog(plan.pr_dir / "blocks.jsonl")
+        self.rows = self.blocks.read()
+        self.by_name = {c["name"]: c for c in plan.cases}
+        self.generation = 0
+        self.started = time.monotonic() - sum(r.get("wall_s", 0.0) for r in self.rows)
+
+    # ---- workers
+    def client(self, lane: Lane, side: str, static: bool = False) -> WorkerClient:
+        slot = f"gate-{lane.label}-{side}" + ("-static" if static else f"-g{self.generation}")
+        env = dict(os.environ, **lane.env)
+        if static:
+            env["KPERF_DEVICE"] = "static"
+        return self.make_client(slot=slot, sys_path=[str(self.sites[side]),
+                                                      *stack_path(self.plan.repo)],
+                                label=f"{side} {getattr(self.plan, side)[:8]}", env=env,
+                                preload=self.plan.repo / "benchmarks" / "__init__.py")
+
+    def retire_workers(self) -> None:
+        from harness.worker import worker_dir
+
+        for lane in self.plan.lanes:
+            for side in SIDES:
+                client = self.client(lane, side)
+                retire(worker_dir(), client.spec.group + "-")
+
+    # ---- accounting
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def case_wall(self, name: str) -> float:
+        return sum(r.get("wall_s", 0.0) for r in self.rows if r["case"] == name)
+
+    def record(self, case: dict[str, Any], block: Block, lane: Lane) -> None:
+        extra = {"lane": lane.label, "t": time.time()}
+        self.blocks.append(case, block, extra)
+        self.rows.append({"case": case["name"], "env": case.get("env", ""), **asdict(block),
+                          **extra})
+
+    def verdicts(self):
+        return replay(case_data(self.plan.cases, self.rows), self.th)
+
+    # ---- measuring
+    def measure_block(self, lane: Lane, case: dict[str, Any], side: str, round_: int,
+                      confirm: bool = False) -> Block:
+        plan = {"trials": self.th.sequential.trials_per_block, "energy_s": 0}
+        start = time.monotonic()
+        try:
+            result = self.client(lane, side).request(
+                {"op": "measure", "spec": case["spec"], "plan": plan}, BLOCK_TIMEOUT_S)
+            block = block_of(result, side, round_, confirm)
+        except (RemoteError, RemoteSkip, WorkerError) as err:
+            block = failed_block(side, round_, err, confirm)
+        block.wall_s = time.monotonic() - start
+        self.record(case, block, lane)
+        return block
+
+    def prepare(self, lane: Lane, cases: Sequence[dict[str, Any]]) -> None:
+        """Compile and check every case on both sides before the first round, so a
+        compile error or a wrong result ends that case and compiles stay out of rounds."""
+        measured = {(r["case"], r["side"]) for r in self.rows}
+        for case in cases:
+            for side in SIDES:
+                if (case["name"], side) in measured:
+                    continue
+                try:
+                    self.client(lane, side).request({"op": "prepare", "spec": case["spec"]},
+                                                    PREPARE_TIMEOUT_S)
+                except (RemoteError, RemoteSkip, WorkerError) as err:
+                    self.record(case, failed_block(side, 1, err), lane)
+
+    def static(self, case: dict[str, Any], lane: Lane) -> None:
+        for side in SIDES:
+            start = time.monotonic()
+            try:
+                figures = self.client(lane, side, static=True).request(
+                    {"op": "static", "spec": case["spec"], "target": case["target"]},
+                    PREPARE_TIMEOUT_S)
+                value = figures["figures"].get(case["figure"])
+                block = (Block(side, 1, value=float(value)) if value is not None else
+                         Block(side, 1, "skipped", f"{case['figure']} not derivable from "
+                               f"{figures['artifacts']}"))
+            except (RemoteError, RemoteSkip, WorkerError) as err:
+                block = failed_block(side, 1, err)
+            block.wall_s = time.monotonic() - start
+            self.record(case, block, lane)
+
+    def round(self, lane: Lane, number: int, names: Sequence[str], confirm: bool) -> None:
+        for index, name in enumerate(names):
+            case = self.by_name[name]
+            order = SIDES if (number + index) % 2 == 0 else SIDES[::-1]  # A B, B A, ...
+            for side in order:
+                if self.measure_block(lane, case, side, number, confirm).status != "ok":
+                    break
+
+    def rounds_done(self) -> int:
+        return max((r["round"] for r in self.rows if not r.get("confirm")
+                    and self.by_name.get(r["case"], {}).get("kind") == "time"), default=0)
+
+    def open_time_cases(self, lane: Lane) -> list[str]:
+        still = {name for env, name in (key(v) for v in self.verdicts() if not v.decided)}
+        budget = self.th.case_wall_s
+        return [n for n in lane.cases if n in still and self.by_name[n]["kind"] == "time"
+                and self.case_wall(n) < budget]
+
+    def run(self) -> str:
+        """Measure until every case is decided; returns why the rounds stopped."""
+        statics = [(c, lane) for lane in self.plan.lanes for c in map(self.by_name.get, lane.cases)
+                   if c["kind"] == "static" and not any(r["case"] == c["name"] for r in self.rows)]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            static_jobs = [pool.submit(self.static, c, lane) for c, lane in statics]
+            for lane in self.plan.lanes:
+                self.prepare(lane, [self.by_name[n] for n in lane.cases
+                                    if self.by_name[n]["kind"] == "time"])
+            stopped = self._rounds()
+            for job in static_jobs:
+                job.result()
+        self._confirm()
+        return stopped
+
+    def _rounds(self) -> str:
+        number = self.rounds_done()
+        while True:
+            lanes = {lane.label: self.open_time_cases(lane) for lane in self.plan.lanes}
+            if not any(lanes.values()):
+                return "every case decided"
+            if number >= self.th.sequential.max_rounds:
+                return f"{number} rounds, the most allowed"
+            if self.elapsed() > CONFIRM_RESERVE * self.th.gate_wall_s:
+                return f"the gate's budget of {self.th.gate_wall_s:.0f} s spent"
+            number += 1
+            self.log(f"round {number}: " + ", ".join(
+                f"{len(v)} case(s) on {k}" for k, v in lanes.items() if v)
+                + f" ({self.elapsed():.0f} s)")
+            with ThreadPoolExecutor(max_workers=len(self.plan.lanes)) as pool:
+                for job in [pool.submit(self.round, lane, number, lanes[lane.label], False)
+                            for lane in self.plan.lanes]:
+                    job.result()
+
+    def _confirm(self) -> None:
+        """SLOW / FAST candidates measured again by fresh worker processes."""
+        waiting = {name for _, name in awaiting_confirmation(self.verdicts())}
+        if not waiting:
+            return
+        self.log(f"re-measuring {len(waiting)} flagged case(s) with fresh workers")
+        self.retire_workers()
+        self.generation += 1
+        first = self.rounds_done() + 1
+        for offset in range(self.th.sequential.confirm_rounds):
+            with ThreadPoolExecutor(max_workers=len(self.plan.lanes)) as pool:
+                jobs = [pool.submit(self.round, lane, first + offset,
+                                    [n for n in lane.cases if n in waiting], True)
+                        for lane in self.plan.lanes]
+                for job in jobs:
+                    job.result()
+
+
+def scratch_dir(pr_dir: Path, fresh: bool) -> None:
+    if fresh and pr_dir.exists():
+        shutil.rmtree(pr_dir)
+    pr_dir.mkdir(parents=True, exist_ok=True)
+
+
+def sites_for(plan: GatePlan) -> dict[str, Path]:
+    return {side: build_side(plan.repo, getattr(plan, side), plan.pr_dir / "sides" /
+                             getattr(plan, side)[:12]) for side in SIDES}

@@ -1,0 +1,337 @@
+"""The verdict model: pure functions from measured blocks to one verdict per case.
+
+A **block** is one side's measurement of one case in one round (warm-up, then a few
+trials, each with the telemetry of its window). Base and head are measured next to each
+other in every round, their order alternating, so a round's log ratio is the replicate
+(harness/stats.py). The gate looks after every round from ``min_rounds`` on; a case stops
+being measured once it is SLOW, FAST or SAME, or its budget is spent. The same replay of
+looks decides a stored run again (``--no-run``), so a verdict can always be checked.
+
+Clock differences are judged by their cause (``attribute``): at the power limit, with no
+thermal or hardware-slowdown bits, a clock gap that follows the side in every round is
+the code's doing (it spends more energy per call, so the power controller lowers its
+clock): the verdict follows time and the reason says why. Otherwise the gap is the
+environment's, and a change must also hold in cycles (time x clock).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness import stats
+from tools.gate.config import KernelClass, Thresholds
+
+SIDES = ("base", "head")
+
+
+@dataclass
+class Block:
+    """One side's measurement of one case in one round."""
+
+    side: str
+    round: int
+    status: str = "ok"  # "ok" | "failed" | "skipped"
+    error: str = ""
+    samples: list[float] = field(default_factory=list)  # seconds per call, one per trial
+    clocks: list[float | None] = field(default_factory=list)  # MHz, per trial window
+    power_w: list[float | None] = field(default_factory=list)
+    power_limit_w: float | None = None
+    throttle_bits: int | None = None  # OR over the block's windows
+    backend: str = "none"  # telemetry backend
+    value: float | None = None  # a static figure's value, or asv's value without samples
+    confirm: bool = False  # measured by fresh workers to confirm a candidate
+    wall_s: float = 0.0
+
+    def median(self) -> float:
+        return statistics.median(self.samples) if self.samples else float(self.value)
+
+    def clock(self) -> float | None:
+        known = [c for c in self.clocks if c]
+        return statistics.median(known) if known else None
+
+    def power(self) -> float | None:
+        known = [p for p in self.power_w if p]
+        return statistics.fmean(known) if known else None
+
+    def energy_per_call_j(self) -> float | None:
+        power = self.power()
+        return power * self.median() if power else None
+
+    def at_limit(self, th: Thresholds) -> bool:
+        cap_bits = th.power_cap_bits.get(self.backend, 0)
+        if self.throttle_bits is not None and self.throttle_bits & cap_bits:
+            return True
+        power = self.power()
+        return bool(power and self.power_limit_w and power >= th.power_fraction
+                    * self.power_limit_w)
+
+
+@dataclass
+class CaseData:
+    name: str  # benchmark(param, ...), as asv names it
+    env: str = ""
+    unit: str = "seconds"
+    blocks: list[Block] = field(default_factory=list)
+
+    def side(self, which: str, confirm: bool | None = None) -> list[Block]:
+        return [b for b in self.blocks if b.side == which
+                and (confirm is None or b.confirm == confirm)]
+
+    def pairs(self, upto: int | None = None, confirm: bool | None = False
+              ) -> list[tuple[Block, Block]]:
+        """(base, head) of every round both measured (rounds <= ``upto``)."""
+        by_round: dict[tuple[int, bool], dict[str, Block]] = {}
+        for b in self.blocks:
+            if b.status == "ok" and (confirm is None or b.confirm == confirm) and (
+                    upto is None or b.round <= upto):
+                by_round.setdefault((b.round, b.confirm), {})[b.side] = b
+        return [(r["base"], r["head"]) for _, r in sorted(by_round.items()) if len(r) == 2]
+
+
+@dataclass
+class Verdict:
+    case: str
+    env: str
+    klass: str
+    verdict: str = "INCONCLUSIVE"  # SLOW | FAST | SAME | INCONCLUSIVE
+    reason: str = ""
+    decided: bool = False  # no more rounds needed
+    unit: str = "seconds"
+    before: float | None = None
+    after: float | None = None
+    ratio: float | None = None
+    ci: tuple[float, float] | None = None
+    p_value: float | None = None
+    q_value: float | None = None
+    rounds: int = 0
+    look: int | None = None
+    clock_base_mhz: float | None = None
+    clock_head_mhz: float | None = None
+    cycles_ratio: float | None = None
+    energy_ratio: float | None = None
+    power_w: tuple[float | None, float | None] | None = None
+    power_limit_w: float | None = None
+    attribution: str = "none"  # none | code | environment
+    broke: bool = False
+    candidate: str = ""  # SLOW or FAST before the re-measure by fresh workers
+    confirmed: bool | None = None
+    higher_is_better: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["ci"] = list(self.ci) if self.ci else None
+        out["power_w"] = list(self.power_w) if self.power_w else None
+        return out
+
+
+# --------------------------------------------------------------------------- attribution
+
+
+@dataclass(frozen=True)
+class Attribution:
+    kind: str  # none | code | environment
+    why: str = ""
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags) if flags else 0.0
+
+
+def attribute(pairs: Sequence[tuple[Block, Block]], th: Thresholds) -> Attribution:
+    """Whose is a clock gap between the sides: nobody's (none), the code's or the
+    environment's (docs/gate.md, "Clocks")."""
+    clocks = [(b.clock(), h.clock()) for b, h in pairs]
+    if not pairs or any(cb is None or ch is None for cb, ch in clocks):
+        return Attribution("none", "no clock readings")
+    logs = [math.log(ch / cb) for cb, ch in clocks]
+    gap = statistics.median(logs)
+    if abs(gap) <= math.log1p(th.clock_tolerance):
+        return Attribution("none")
+    blocks = [blk for pair in pairs for blk in pair]
+    env_bits = 0
+    for blk in blocks:
+        env_bits |= (blk.throttle_bits or 0) & th.environment_bits.get(blk.backend, 0)
+    if env_bits:
+        return Attribution("environment", f"thermal or hardware-slowdown bits {env_bits:#x}")
+    limited = [_share([pair[i].at_limit(th) for pair in pairs]) for i in (0, 1)]
+    if min(limited) < th.at_limit_share:
+        return Attribution("environment", "not at the power limit on both sides")
+    same_sign = _share([math.copysign(1, x) == math.copysign(1, gap) and abs(x) > 0 for x in logs])
+    if len(logs) < 3 or same_sign < th.side_share:
+        return Attribution("environment", "the clock follows the round, not the side")
+    return Attribution("code", "the clock follows the side at the power limit")
+
+
+# --------------------------------------------------------------------------- one look
+
+
+@dataclass
+class _Tested:
+    verdict: Verdict
+    klass: KernelClass
+    time: list[float]  # the rounds' log ratios
+    cycles: list[float] | None  # only where the environment moved the clock
+
+    def compare(self, d: list[float], level: float) -> stats.Comparison:
+        return stats.paired_compare(d, level, self.klass.sd_floor)
+
+    @property
+    def p_case(self) -> float:
+        # Intersection-union: where the environment moved the clock, a change is claimed
+        # only if it holds in time and in cycles.
+        p = self.compare(self.time, 0.99).p_value
+        return max(p, self.compare(self.cycles, 0.99).p_value) if self.cycles else p
+
+
+def _log_ratios(pairs: Sequence[tuple[Block, Block]], cycles: bool) -> list[float]:
+    def value(b: Block) -> float:
+        return b.median() * (b.clock() or 1.0) if cycles else b.median()
+
+    return [math.log(value(h) / value(b)) for b, h in pairs]
+
+
+def _flip(label: str, higher_is_better: bool) -> str:
+    if not higher_is_better:
+        return label
+    return {"SLOW": "FAST", "FAST": "SLOW"}.get(label, label)
+
+
+def _status(data: CaseData) -> str:
+    """Why a case cannot be compared, or '' when it can."""
+    for which in SIDES:
+        failed = [b for b in data.side(which) if b.status == "failed"]
+        if failed:
+            first = failed[0]
+            return f"failed at {which} (round {first.round}): {first.error.splitlines()[0][:300]}"
+    for which in SIDES:
+        blocks = data.side(which)
+        if blocks and all(b.status == "skipped" for b in blocks):
+            return f"skipped at {which}: " + (blocks[0].error.splitlines() or [""])[0][:200]
+    return ""
+
+
+def assess(data: CaseData, th: Thresholds, upto: int | None) -> Verdict | _Tested:
+    rule, klass = th.rule_for(data.name)
+    v = Verdict(data.name, data.env, klass.name, unit=data.unit,
+                higher_is_better=rule.higher_is_better)
+    why = _status(data)
+    if why:
+        v.reason, v.decided = why, True
+        v.broke = why.startswith("failed at head")
+        if why.startswith("skipped at base") and all(
+                b.status == "skipped" for b in data.side("head")):
+            v.reason = "skipped on both sides"
+        return v
+    pairs = data.pairs(upto)
+    v.rounds = len(pairs)
+    if not pairs:
+        v.reason = "no round measured both sides"
+        return v
+    v.before = statistics.median(b.median() for b, _ in pairs)
+    v.after = statistics.median(h.median() for _, h in pairs)
+    v.ratio = v.after / v.before if v.before else None
+    if klass.exact:
+        return _exact(v, pairs)
+    if len(pairs) < th.sequential.min_rounds:
+        v.reason = f"{len(pairs)} of at least {th.sequential.min_rounds} rounds measured"
+        return v
+    return _tested(v, pairs, th, klass)
+
+
+def _exact(v: Verdict, pairs: Sequence[tuple[Block, Block]]) -> Verdict:
+    before = {b.median() for b, _ in pairs}
+    after = {h.median() for _, h in pairs}
+    v.decided = True
+    if len(before) > 1 or len(after) > 1:
+        v.reason = f"a static figure changed between rounds ({sorted(before)}, {sorted(after)})"
+        return v
+    b, h = before.pop(), after.pop()
+    raw = "SAME" if h == b else ("SLOW" if h > b else "FAST")
+    v.verdict = _flip(raw, v.higher_is_better)
+    v.reason = "" if raw == "SAME" else "static figure: exact comparison"
+    return v
+
+
+def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,
+            klass: KernelClass) -> _Tested:
+    who = attribute(pairs, th)
+    v.attribution = who.kind
+    clocks = [(b.clock(), h.clock()) for b, h in pairs]
+    if all(cb and ch for cb, ch in clocks):
+        v.clock_base_mhz = statistics.median(cb for cb, _ in clocks)
+        v.clock_head_mhz = statistics.median(ch for _, ch in clocks)
+        v.cycles_ratio = math.exp(statistics.fmean(_log_ratios(pairs, True)))
+    energies = [(b.energy_per_call_j(), h.energy_per_call_j()) for b, h in pairs]
+    if all(eb and eh for eb, eh in energies):
+        v.energy_ratio = math.exp(statistics.fmean(math.log(eh / eb) for eb, eh in energies))
+        v.power_w = (statistics.median(b.power() for b, _ in pairs),
+                     statistics.median(h.power() for _, h in pairs))
+    limits = [blk.power_limit_w for pair in pairs for blk in pair if blk.power_limit_w]
+    v.power_limit_w = min(limits) if limits else None
+    return _Tested(v, klass, _log_ratios(pairs, False),
+                   _log_ratios(pairs, True) if who.kind == "environment" else None)
+
+
+def decide_look(cases: Sequence[CaseData], th: Thresholds, upto: int | None, look: int,
+                looks: int) -> list[Verdict]:
+    """Every case at one look (rounds <= ``upto``), with this look's share of alpha and
+    beta and one suite-wide correction over the cases still being tested."""
+    alpha_k = stats.spent(th.alpha, look, looks)
+    beta_k = stats.spent(th.beta, look, looks)
+    done: list[Verdict] = []
+    tested: list[_Tested] = []
+    for data in cases:
+        out = assess(data, th, upto)
+        (tested if isinstance(out, _Tested) else done).append(out)
+    q_values = stats.adjust([t.p_case for t in tested], th.correction)
+    for t, q in zip(tested, q_values, strict=True):
+        done.append(_finish(t, q, alpha_k, beta_k, look))
+    return done
+
+
+def _finish(t: _Tested, q: float, alpha_k: float, beta_k: float, look: int) -> Verdict:
+    """The look's label. A change needs q < alpha_k; SAME needs the interval of two
+    one-sided tests at beta_k (level 1 - 2 beta_k) inside the class's band."""
+    v, k = t.verdict, t.klass
+    change, same = t.compare(t.time, 0.99), t.compare(t.time, 1.0 - 2.0 * beta_k)
+    v.p_value, v.q_value, v.look, v.ratio = change.p_value, q, look, change.ratio
+    v.ci = (same.ci_low, same.ci_high)
+    time_label = stats.label(change, same, q, alpha_k, k.min_ratio)
+    if t.cycles is None:
+        _apply(v, time_label, _code_note(v) if v.attribution == "code" else "")
+        return v
+    c_change, c_same = t.compare(t.cycles, 0.99), t.compare(t.cycles, 1.0 - 2.0 * beta_k)
+    cycle_label = stats.label(c_change, c_same, q, alpha_k, k.min_ratio)
+    clocks = (f"clocks differed (base {v.clock_base_mhz:.0f} MHz, head "
+              f"{v.clock_head_mhz:.0f} MHz) from outside")
+    if time_label == cycle_label and time_label != "NOISY":
+        _apply(v, time_label, f"{clocks}; holds in cycles (x{c_change.ratio:.3f})")
+        return v
+    why = ("time and cycles disagree" if "NOISY" not in (time_label, cycle_label)
+           else "not decided in both time and cycles yet")
+    v.reason = f"{clocks}: time x{change.ratio:.3f}, cycles x{c_change.ratio:.3f}; {why}"
+    return v
+
+
+def _code_note(v: Verdict) -> str:
+    parts = []
+    if v.energy_ratio is not None:
+        parts.append(f"energy per call {100 * (v.energy_ratio - 1):+.1f}%")
+    limit = f" at the {v.power_limit_w:.0f} W power limit" if v.power_limit_w else ""
+    parts.append(f"clock {v.clock_base_mhz:.0f} → {v.clock_head_mhz:.0f} MHz{limit}: the "
+                 f"code's own (it follows the side in every round)")
+    if v.cycles_ratio is not None:
+        parts.append(f"at equal clocks x{v.cycles_ratio:.3f}")
+    return "; ".join(parts)
+
+
+def _apply(v: Verdict, label: str, note: str) -> None:
+    if label == "NOISY":
+        lo, hi = v.ci or (math.nan, math.nan)
+        v.reason = f"not decided yet: interval [{lo:.3f}, {hi:.3f}]" + (f"; {note}" if note else "")
+        return
+    v.verdict, v.reason, v.decided = _flip(label, v.higher_is_better), note, True

@@ -1,0 +1,137 @@
+"""gate.md (the PR comment) and gate.json (for machines), from the verdicts.
+
+Every string that comes from a file, a machine or a commit (case names, parameters,
+reasons, labels) is escaped before it enters Markdown: a ``|`` would split a table row,
+a backtick or ``<`` would start code or HTML (docs/gate.md, "Output").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tools.gate.errors import STATUS
+from tools.gate.model import Verdict
+
+REPORT_SCHEMA = "kperf-gate-2"
+COMMENT_MARKER = "<!-- kperf-gate -->"
+_ORDER = {"SLOW": 0, "INCONCLUSIVE": 1, "SAME": 2, "FAST": 3}
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+
+
+def md(text: Any) -> str:
+    """Text safe inside a Markdown table cell: no HTML, no formatting, no new rows."""
+    text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = re.sub(r"[\r\n\t]+", " ", text)
+    return _MARKDOWN.sub(r"\\\1", text).replace("@", "&#64;")
+
+
+def worst_first(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    def order(v: Verdict) -> tuple:
+        badness = v.ratio if v.ratio is not None else 0.0
+        if v.higher_is_better and v.ratio:
+            badness = 1.0 / v.ratio
+        return (_ORDER[v.verdict], not v.broke, -badness, v.case)
+
+    return sorted(verdicts, key=order)
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    if unit == "seconds":
+        for scale, name in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")):
+            if abs(value) >= scale or name == "ns":
+                return f"{value / scale:.3g} {name}"
+    if float(value).is_integer():
+        return f"{int(value)} {md(unit)}".strip()
+    return f"{value:.4g} {md(unit)}".strip()
+
+
+def fmt_ratio(v: Verdict) -> str:
+    if v.ratio is None:
+        return "—"
+    return f"{v.ratio:.3f}x" + (f" [{v.ci[0]:.3f}, {v.ci[1]:.3f}]" if v.ci else "")
+
+
+def fmt_clocks(v: Verdict) -> str:
+    if v.clock_base_mhz is None or v.clock_head_mhz is None:
+        return "—"
+    text = f"{v.clock_base_mhz:.0f} → {v.clock_head_mhz:.0f} MHz"
+    return text + (" (code)" if v.attribution == "code" else
+                   " (outside)" if v.attribution == "environment" else "")
+
+
+def fmt_verdict(v: Verdict) -> str:
+    text = f"**{v.verdict}**"
+    return f"{text}: {md(v.reason)}" if v.reason else text
+
+
+def summary_line(verdicts: Sequence[Verdict], code: int) -> str:
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in _ORDER}
+    broke = sum(v.broke for v in verdicts)
+    parts = [f"{counts['SLOW']} slower", f"{counts['FAST']} faster", f"{counts['SAME']} same",
+             f"{counts['INCONCLUSIVE']} inconclusive"] + ([f"{broke} broken"] if broke else [])
+    return f"**{STATUS[code]}** (exit {code}): " + ", ".join(parts) + f" of {len(verdicts)} cases"
+
+
+def table_lines(verdicts: Sequence[Verdict], multi_env: bool, max_rows: int = 60,
+                json_name: str = "gate.json", extra: dict[str, str] | None = None) -> list[str]:
+    """The verdict table, worst case first; ``extra`` adds a column (case -> text)."""
+    head = "| case |" + (" GPU |" if extra is not None else "")
+    lines = [head + " before | after | ratio [interval] | clocks | rounds | verdict |",
+             "|---" * (7 + (extra is not None)) + "|"]
+    rows = worst_first(verdicts)
+    for v in rows[:max_rows]:
+        name = f"{v.case} [{v.env}]" if multi_env else v.case
+        col = f" {md(extra.get(v.case, '—'))} |" if extra is not None else ""
+        lines.append(f"| {md(name)} |{col} {fmt_value(v.before, v.unit)} | "
+                     f"{fmt_value(v.after, v.unit)} | {fmt_ratio(v)} | {fmt_clocks(v)} | "
+                     f"{v.rounds or '—'} | {fmt_verdict(v)} |")
+    if len(rows) > max_rows:
+        lines.append(f"\n… and {len(rows) - max_rows} more rows in {json_name}.")
+    return lines
+
+
+def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any], max_rows: int = 60,
+             extra: dict[str, str] | None = None) -> str:
+    title = "### Performance gate" + (f" — {md(info['label'])}" if info.get("label") else "")
+    how = (f"base `{info['base'][:10]}` ({md(info['base_how'])}) → head `{info['head'][:10]}` "
+           f"on {md(info['machine'])}; {md(info['design'])}. False alarms: at most "
+           f"{info['alpha']} over the whole run ({md(info['correction'])} over cases, "
+           f"spent over looks); a SAME misses a change at its threshold at most "
+           f"{info['beta']} of the time.")
+    lines = [COMMENT_MARKER, title, "", summary_line(verdicts, code), "", how, ""]
+    lines += table_lines(verdicts, bool(info.get("multi_env")), max_rows, extra=extra)
+    return "\n".join(lines) + "\n"
+
+
+def report_json(verdicts: Sequence[Verdict], code: int, info: dict[str, Any]) -> dict[str, Any]:
+    return {"schema": REPORT_SCHEMA, "exit_code": code, "status": STATUS[code],
+            "summary": summary_line(verdicts, code), **info,
+            "cases": [v.as_dict() for v in worst_first(verdicts)]}
+
+
+def write(out_dir: Path, text: str, report: dict[str, Any]) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    from harness.record import atomic_write_json
+
+    atomic_write_json(out_dir / "gate.json", report)
+    tmp = out_dir / ".gate.md.tmp"
+    tmp.write_text(text)
+    tmp.replace(out_dir / "gate.md")
+
+
+def write_failure(out_dir: Path, message: str, code: int, label: str) -> None:
+    """A report that says the gate could not decide, and why (never a blank comment)."""
+    title = "### Performance gate" + (f" — {md(label)}" if label else "")
+    text = f"{COMMENT_MARKER}\n{title}\n\n**{STATUS[code]}** (exit {code}): {md(message)}\n"
+    write(out_dir, text, {"schema": REPORT_SCHEMA, "exit_code": code, "status": STATUS[code],
+                          "error": message, "label": label, "cases": []})
+
+
+def load_report(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text())

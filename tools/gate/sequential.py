@@ -1,0 +1,110 @@
+"""Looks, stopping and confirmation: how the gate turns rounds into final verdicts.
+
+After every round from ``min_rounds`` on, every case still open is looked at
+(``model.decide_look``) with that look's share of alpha and beta: linear spending over at
+most ``max_rounds - min_rounds + 1`` looks, so the chance of a false SLOW or FAST in a
+whole run stays below alpha however many looks it takes (docs/gate.md, "Error control").
+A case leaves the loop once decided. SLOW and FAST are then re-measured by fresh worker
+processes, and stand only if that re-measure alone moved past the class threshold the
+same way (in cycles too where the environment moved the clock).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from tools.gate.config import Thresholds
+from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
+from tools.gate.model import CaseData, Verdict, _flip, decide_look
+
+
+def key(data: CaseData | Verdict) -> tuple[str, str]:
+    return (data.env, data.name if isinstance(data, CaseData) else data.case)
+
+
+def last_round(cases: Sequence[CaseData]) -> int:
+    return max((b.round for c in cases for b in c.blocks if not b.confirm), default=0)
+
+
+def replay(cases: Sequence[CaseData], th: Thresholds) -> list[Verdict]:
+    """The verdict of every case after the rounds measured so far, look by look, exactly
+    as the run decided them (the same function decides during the run)."""
+    seq = th.sequential
+    final: dict[tuple[str, str], Verdict] = {}
+    latest: dict[tuple[str, str], Verdict] = {}
+    for upto in range(seq.min_rounds, max(last_round(cases), seq.min_rounds) + 1):
+        look = min(upto - seq.min_rounds + 1, seq.looks)
+        for v in decide_look([c for c in cases if key(c) not in final], th, upto, look,
+                             seq.looks):
+            latest[key(v)] = v
+            if v.decided:
+                final[key(v)] = v
+    out = []
+    for data in cases:
+        v = final.get(key(data)) or latest[key(data)]
+        if v.decided and v.verdict in ("SLOW", "FAST") and not _is_exact(v, th):
+            v = confirm(v, data, th)
+        out.append(v)
+    return out
+
+
+def _is_exact(v: Verdict, th: Thresholds) -> bool:
+    return th.classes[v.klass].exact
+
+
+def open_cases(verdicts: Sequence[Verdict]) -> set[tuple[str, str]]:
+    """Cases the loop must measure again."""
+    return {key(v) for v in verdicts if not v.decided}
+
+
+def awaiting_confirmation(verdicts: Sequence[Verdict]) -> set[tuple[str, str]]:
+    """Statistical SLOW / FAST verdicts waiting for their re-measure."""
+    return {key(v) for v in verdicts if v.candidate and v.confirmed is None}
+
+
+def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
+    """The re-measure alone must move past the class threshold in the flagged direction."""
+    flagged = v.candidate = v.verdict
+    pairs = data.pairs(confirm=True)
+    if not pairs:
+        v.verdict = "INCONCLUSIVE"
+        v.reason = f"flagged {flagged} (x{v.ratio:.3f}), not re-measured yet" + (
+            f"; {v.reason}" if v.reason else "")
+        return v
+    moved = [statistics.median(h.median() / b.median() for b, h in pairs)]
+    if v.attribution == "environment":
+        moved.append(statistics.median(h.median() * h.clock() / (b.median() * b.clock())
+                                       for b, h in pairs))
+    _, klass = th.rule_for(v.case)
+    up = 1.0 + klass.min_ratio
+    raw = ("SLOW" if all(r >= up for r in moved) else
+           "FAST" if all(r <= 1.0 / up for r in moved) else "")
+    if raw and _flip(raw, v.higher_is_better) == flagged:
+        v.confirmed = True
+        return v
+    v.confirmed = False
+    v.reason = (f"flagged {flagged} (x{v.ratio:.3f}) but not confirmed by fresh workers "
+                f"(re-measure alone moved " + ", ".join(f"x{r:.3f}" for r in moved) + ")")
+    v.verdict = "INCONCLUSIVE"
+    return v
+
+
+def finalise(verdicts: Sequence[Verdict], stopped: str) -> list[Verdict]:
+    """Cases still open when the loop ended are INCONCLUSIVE, saying why it ended."""
+    for v in verdicts:
+        if not v.decided:
+            v.verdict = "INCONCLUSIVE"
+            v.reason = f"{stopped}; {v.reason}" if v.reason else stopped
+    return list(verdicts)
+
+
+def exit_code(verdicts: Sequence[Verdict]) -> int:
+    """2 broken, else 1 regression, else 3 inconclusive, else 0 (docs/gate.md)."""
+    if any(v.broke for v in verdicts):
+        return EXIT_BROKEN
+    if any(v.verdict == "SLOW" for v in verdicts):
+        return EXIT_REGRESSION
+    if any(v.verdict == "INCONCLUSIVE" for v in verdicts):
+        return EXIT_INCONCLUSIVE
+    return EXIT_PASS
