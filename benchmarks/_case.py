@@ -23,7 +23,6 @@ import statistics
 import sys
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +30,13 @@ from harness import timing
 from harness.device import open_device
 from harness.prepare import Prepared, prepare
 from harness.telemetry import Source, open_source
-from harness.worker import WorkerClient, WorkerSpec
+from harness.worker import WorkerClient, WorkerSpec, device_key
 
 # Inputs of prepared cases a worker keeps on the GPU, least recently used dropped first.
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
 # A cold TileLang compile of the largest kernel took ~20 s on the CPU machine (docs/perf.md).
 PREPARE_TIMEOUT_S = 600.0
 MEASURE_TIMEOUT_S = 300.0  # warm-up is capped at 15 s; the trials take ~1 s
-VISIBILITY = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 def case_key(spec: dict[str, Any]) -> str:
@@ -189,21 +187,14 @@ def handle(request: dict[str, Any]) -> Any:
     raise ValueError(f"unknown request {kind!r}")
 
 
-def worker_client(slot: str = "", sys_path: Sequence[str] | None = None, label: str = "",
-                  env: dict[str, str] | None = None,
-                  preload: Path | None = None) -> WorkerClient:
-    """The measurement worker for this process's imports and GPU (asv: this commit's
-    environment). The gate gives one worker per side (``slot``, ``sys_path``) and GPU
-    (``env``); ``preload`` is the suite package to measure with (default: this one)."""
-    env = dict(os.environ if env is None else env)
-    device = ",".join(f"{k}={env[k]}" for k in VISIBILITY if k in env)
-    device += f";{env.get('KPERF_DEVICE', 'gpu')}"
-    label = label or f"{env.get('ASV_COMMIT', '')[:8]} {env.get('ASV_ENV_NAME', '')}"
-    spec = WorkerSpec(
-        handler="benchmarks._case:handle", sys_path=tuple(sys_path or sys.path), device=device,
-        preload=str(preload or Path(__file__).with_name("__init__.py")), slot=slot,
-        label=label.strip())
-    return WorkerClient(spec, env=env)
+def worker_client() -> WorkerClient:
+    """The measurement worker for this benchmark process: this commit's environment (its
+    ``sys.path``), this GPU, the working tree's suite."""
+    label = f"{os.environ.get('ASV_COMMIT', '')[:8]} {os.environ.get('ASV_ENV_NAME', '')}"
+    return WorkerClient(WorkerSpec(
+        handler="benchmarks._case:handle", sys_path=tuple(sys.path),
+        device=device_key(dict(os.environ)), preload=str(Path(__file__).with_name("__init__.py")),
+        label=label.strip()))
 
 
 def measure_case(spec: dict[str, Any]) -> dict[str, Any]:

@@ -99,6 +99,15 @@ def package_fingerprint(package: str, search_path: Sequence[str]) -> str:
     return digest.hexdigest()[:16]
 
 
+VISIBILITY = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
+
+
+def device_key(env: dict[str, str]) -> str:
+    """Which GPU a process with this environment sees (a worker's group)."""
+    key = ",".join(f"{k}={env[k]}" for k in VISIBILITY if k in env)
+    return f"{key};{env.get('KPERF_DEVICE', 'gpu')}"
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """Which worker a client needs: what it runs, with which imports, on which GPU."""

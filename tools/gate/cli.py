@@ -114,13 +114,11 @@ def plan_run(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds)
 
 
 def measure(plan: GatePlan, th: Thresholds, resume: bool) -> dict[str, Any]:
-    from benchmarks._case import worker_client
-
     scratch_dir(plan.pr_dir, fresh=not resume)
     state = plan.state()
     write_state(plan.pr_dir, {**state, "status": "building"})
     started = time.time()
-    run = Run(plan, th, sites_for(plan), worker_client)
+    run = Run(plan, th, sites_for(plan))
     try:
         stopped = run.run()
     finally:

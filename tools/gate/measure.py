@@ -29,7 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from harness.record import atomic_write_json
-from harness.worker import RemoteError, RemoteSkip, WorkerClient, WorkerError, retire
+from harness.worker import (
+    RemoteError,
+    RemoteSkip,
+    WorkerClient,
+    WorkerError,
+    WorkerSpec,
+    device_key,
+    retire,
+)
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_INCONCLUSIVE, GateError
 from tools.gate.model import SIDES, Block, CaseData
@@ -89,16 +97,19 @@ def build_side(repo: Path, sha: str, dest: Path) -> Path:
         raise GateError(f"git archive {sha[:12]}: {archive.stderr.decode().strip()}")
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    for step in ([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
-                  str(wheels), str(src)],
-                 [*pip, "install", "--no-deps", "--no-index", "--target", str(site),
-                  *map(str, sorted(wheels.glob("*.whl")) or [src / "missing.whl"])]):
-        out = subprocess.run(step, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise GateError(f"building {sha[:12]} failed: {' '.join(step[3:5])}: "
-                            f"{out.stderr.strip()[-800:]}", EXIT_INCONCLUSIVE)
+    _pip(sha, [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
+               str(wheels), str(src)])
+    _pip(sha, [*pip, "install", "--no-deps", "--no-index", "--target", str(site),
+               *map(str, sorted(wheels.glob("*.whl")))])
     done.write_text(sha)
     return site
+
+
+def _pip(sha: str, command: list[str]) -> None:
+    out = subprocess.run(command, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise GateError(f"building {sha[:12]} failed: pip {command[5]}: "
+                        f"{out.stderr.strip()[-800:]}", EXIT_INCONCLUSIVE)
 
 
 def stack_path(repo: Path) -> list[str]:
@@ -176,9 +187,19 @@ def failed_block(side: str, round_: int, err: Exception, confirm: bool = False) 
 # --------------------------------------------------------------------------- the run
 
 
+def gate_worker(slot: str, sys_path: Sequence[str], label: str, env: dict[str, str],
+                preload: Path) -> WorkerClient:
+    """A worker for one side on one GPU: that side's ``kernels`` first on its path, the
+    repository's suite (``benchmarks._case.handle``) as the instrument."""
+    return WorkerClient(WorkerSpec(handler="benchmarks._case:handle", sys_path=tuple(sys_path),
+                                   device=device_key(env), preload=str(preload), slot=slot,
+                                   label=label), env=env)
+
+
 class Run:
     def __init__(self, plan: GatePlan, th: Thresholds, sites: dict[str, Path],
-                 make_client: Callable[..., WorkerClient], log: Callable[[str], None] = print):
+                 make_client: Callable[..., WorkerClient] = gate_worker,
+                 log: Callable[[str], None] = print):
         self.plan, self.th, self.sites, self.log = plan, th, sites, log
         self.make_client = make_client
         self.blocks = BlockLog(plan.pr_dir / "blocks.jsonl")

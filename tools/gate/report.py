@@ -19,7 +19,7 @@ from tools.gate.model import Verdict
 REPORT_SCHEMA = "kperf-gate-2"
 COMMENT_MARKER = "<!-- kperf-gate -->"
 _ORDER = {"SLOW": 0, "INCONCLUSIVE": 1, "SAME": 2, "FAST": 3}
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+_MARKDOWN = re.compile(r"([\\`*_\[\]|~])")
 
 
 def md(text: Any) -> str:
@@ -100,8 +100,8 @@ def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any], max_r
              extra: dict[str, str] | None = None) -> str:
     title = "### Performance gate" + (f" — {md(info['label'])}" if info.get("label") else "")
     how = (f"base `{info['base'][:10]}` ({md(info['base_how'])}) → head `{info['head'][:10]}` "
-           f"on {md(info['machine'])}; {md(info['design'])}. False alarms: at most "
-           f"{info['alpha']} over the whole run ({md(info['correction'])} over cases, "
+           f"on {md(info['machine'])}; {info['design']}. False alarms: at most "
+           f"{info['alpha']} over the whole run ({info['correction']} over cases, "
            f"spent over looks); a SAME misses a change at its threshold at most "
            f"{info['beta']} of the time.")
     lines = [COMMENT_MARKER, title, "", summary_line(verdicts, code), "", how, ""]
