@@ -40,6 +40,10 @@ class Plan:
     warmup_max_s: float = 5.0  # most cases settled in 0.3-0.8 s on the H200 (docs/perf.md)
     settle_trials: int = 3  # consecutive warm-up trials that must agree
     settle_tol: float = 0.01  # relative spread of those trials (time and clock)
+    # ... and of their board power: NVML's is a ~1 s average, and a power-capped kernel's
+    # clock dips once that average reaches the cap, ~1 s after a change of load
+    # (docs/perf.md, "Settling at the power cap")
+    settle_power_tol: float = 0.03
     estimate_calls: int = 5
     # Energy per call: after the trials, calls back to back (no flush; graph replay in
     # graph mode) for this long; their mean power, from the energy counter's updates,
@@ -234,10 +238,14 @@ def _level_moved(values: Sequence[float], k: int) -> float:
     return abs(last / before - 1.0) if before else 0.0
 
 
-def _settled(values: list[float], clocks: list[float | None], plan: Plan) -> bool:
+def _settled(values: list[float], clocks: list[float | None], plan: Plan,
+             powers: Sequence[float | None] = ()) -> bool:
     k, tol = plan.settle_trials, plan.settle_tol
     if len(values) < k:
         return False
+    recent_power = [p for p in powers[-k:] if p is not None]
+    if len(recent_power) == k and _spread(recent_power) > plan.settle_power_tol:
+        return False  # the board's power (a ~1 s average) is still moving
     known = [c for c in clocks[-k:] if c is not None]
     if _spread(values[-k:]) <= tol and (len(known) < 2 or _spread(known) <= tol):
         return True
@@ -254,25 +262,30 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
 
     A power-capped GEMM starts 12-15% fast after idle and slows as the clock falls to
     its steady state (H200, docs/perf.md): samples taken before that are not comparable
-    with samples taken after it. Settled means either ``settle_trials`` in a row agree
-    within ``settle_tol``, or, for a kernel whose trials never agree that closely (at
-    the power cap its clock swings 2-3% from trial to trial), the medians of the last
-    two groups of ``settle_trials`` agree within half of it: the drift is over even if
-    the noise is not. The second rule ended warm-ups that took 7.9 s under the first
-    alone (docs/perf.md, "Suite throughput").
+    with samples taken after it. Settled means the board's power has stopped moving
+    (``settle_power_tol`` over the last ``settle_trials``; without it a GEMM's trials
+    agreed at 1440 MHz for 0.45 s and then dipped to 1268 MHz when the averaged power
+    reached the cap), and either ``settle_trials`` in a row agree within ``settle_tol``
+    in time and clock, or, for a kernel whose trials never agree that closely, the
+    medians of the last two groups of ``settle_trials`` agree within half of it: the
+    drift is over even if the noise is not (a warm-up took 7.9 s under the first rule
+    alone).
     """
     start = clock()
     values: list[float] = []
     clocks: list[float | None] = []
+    powers: list[float | None] = []
     n = 0
     while True:
         t0 = clock()
         values.append(statistics.median(runner.time_reps(reps)))
         t1 = clock()
-        clocks.append(sampler.window(t0, t1).sm_clock_mhz_median)
+        window = sampler.window(t0, t1)
+        clocks.append(window.sm_clock_mhz_median)
+        powers.append(window.power_w_mean)
         n += 1
         elapsed = t1 - start
-        if elapsed >= plan.warmup_min_s and _settled(values, clocks, plan):
+        if elapsed >= plan.warmup_min_s and _settled(values, clocks, plan, powers):
             return n, elapsed, True
         if elapsed >= plan.warmup_max_s:
             return n, elapsed, False

@@ -9,9 +9,12 @@
 #   sampler                    paired sampler A/B (SAMPLER_PAIRS per kernel, default 60)
 #   perf:<ops>[:cases[:per-op[:dtypes]]]   tools.perf (PERF_PLAN, PERF_VARIANTS: JSON)
 #   asv:<regex>                tools.bench --no-publish on matching benchmarks
-#   gate:<rounds>[:inject]     tools.gate on GATE_BENCH (default: the PR subset), HEAD~1 -> HEAD, where
-#                              HEAD is an empty commit (A/A) or, with inject, one that grows
-#                              GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
+#   gate:<aa|inject|again|resume>[:regex]   tools.gate HEAD~1 -> HEAD (default: the PR subset), where
+#                              aa commits comment-only edits of every kernel file, inject one that
+#                              grows GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
+#                              and drops the FP8 GEMMs' grouped tile order (more HBM traffic, more
+#                              energy per call); again reruns the last comparison, resume goes on
+#                              with a gate the call's limit cut off
 #   blocks:<file>              tools.blocks experiments (noise structure, an energy edit)
 #   probe                      how often NVML's energy counter moves under load
 #   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
@@ -67,20 +70,29 @@ for step in "$@"; do
     probe)
       timeout 60 python3 -m tools.blocks --energy-probe --out "$out/probe.json" ;;
     gate:*)
-      IFS=: read -r _ rounds inject <<<"$step"
-      if [ -n "$inject" ]; then
-        sed -i 's/Case("square-8192", {"M": 8192, "N": 8192, "K": 8192}/Case("square-8192", {"M": 8192, "N": 8192, "K": 8448}/' kernels/gemm/spec.py
-        sed -i 's/Case("llama3-8b.logits-4k", {"M": 4096,/Case("llama3-8b.logits-4k", {"M": 4137,/' kernels/softmax/spec.py
-        git diff --stat; commit -am "injected: square-8192 K +3.1%, logits-4k rows +1%"
-      else
-        commit --allow-empty -m "A/A: no change"
-      fi
-      /usr/bin/time -f "gate wall %e s" timeout "$limit" python3 -m tools.gate \
-        --base HEAD~1 --head HEAD --rounds "${rounds:-3}" --label sm_90 --out "$out/gate" \
-        ${GATE_BENCH:+-b "$GATE_BENCH"} \
-        > "$out/gate.log" 2>&1
-      echo "gate exit $?"; tail -4 "$out/gate.log"; head -40 "$out/gate/gate.md" 2>/dev/null
-      tar -czf "$out/gate_data.tgz" .asv/pr* -C "$out" gate.log && rm "$out/gate.log" ;;
+      IFS=: read -r _ mode regex <<<"$step"
+      case $mode in
+        aa)
+          for f in kernels/*/tilelang_*.py kernels/*/triton_*.py; do
+            printf '\n# A/A: a comment-only change\n' >> "$f"; done
+          commit -am "A/A: comment-only changes in every kernel file" ;;
+        inject)
+          sed -i 's/Case("square-8192", {"M": 8192, "N": 8192, "K": 8192}/Case("square-8192", {"M": 8192, "N": 8192, "K": 8448}/' kernels/gemm/spec.py
+          sed -i 's/Case("llama3-8b.logits-4k", {"M": 4096,/Case("llama3-8b.logits-4k", {"M": 4137,/' kernels/softmax/spec.py
+          sed -i 's/"sm_90a": Config(BM=128, BN=128, BK=128, GROUP_M=8,/"sm_90a": Config(BM=128, BN=128, BK=128, GROUP_M=1,/' kernels/fp8_gemm/triton_fp8_gemm.py
+          sed -i 's/swizzle_panel=10, promote=True/swizzle_panel=0, promote=True/' kernels/fp8_gemm/tilelang_fp8_gemm.py
+          git diff --stat
+          commit -am "injected: square-8192 K +3.1%, logits-4k rows +1%, FP8 GEMM tile order without grouping (more HBM traffic per call)" ;;
+      esac
+      n=$(ls -d "$out"/gate-* 2>/dev/null | wc -l)
+      flags=(--base HEAD~1 --head HEAD --label sm_90 --pr-dir .asv/pr-gate --out .asv/pr-gate)
+      [ "$mode" = resume ] && flags=(--resume --label sm_90 --pr-dir .asv/pr-gate --out .asv/pr-gate)
+      /usr/bin/time -f "gate wall %e s" timeout "$limit" python3 -m tools.gate "${flags[@]}" \
+        ${regex:+-b "$regex"} > "$out/gate.log" 2>&1
+      echo "gate exit $?"; grep -E "^round|re-measuring|wall" "$out/gate.log" | tail -14
+      sed -n '3,3p;8,40p' .asv/pr-gate/gate.md 2>/dev/null
+      cp "$out/gate.log" .asv/pr-gate/
+      tar -czf "$out/gate-$n-$mode.tgz" -C .asv pr-gate --exclude pr-gate/sides && rm "$out/gate.log" ;;
     stack:*)
       regex=${step#stack:}
       sites=(${STACK_SITES:-/tmp/site14 /tmp/site15})

@@ -1,6 +1,7 @@
 """Measure the noise floor and a known slowdown on this GPU, for judging the gate.
 
     python -m tools.noise collect --out noise.json     # on the GPU
+    python -m tools.noise evaluate noise.json           # anywhere: gate statistics offline
 
 ``collect`` times, in interleaved rounds, a compute-bound kernel (torch.matmul 8192^3
 fp16, power-capped on an H200) and a bandwidth-bound kernel (1 GiB copy), each as the
@@ -104,10 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--sampler-only", action="store_true", help="only the sampler A/B")
     c.add_argument("--sampler-pairs", type=int, help="sampler A/B pairs per kernel "
                    "(default: --rounds)")
+    e = sub.add_parser("evaluate")
+    e.add_argument("path", type=Path)
     args = parser.parse_args(argv)
-    data = collect(args.rounds, args.out, tuple(args.kinds.split(",")), args.sampler_only,
-                   args.sampler_pairs)
-    print(f"{len(data['trials'])} trials in {data['wall_s']:.0f} s -> {args.out}")
+    if args.cmd == "collect":
+        data = collect(args.rounds, args.out, tuple(args.kinds.split(",")), args.sampler_only,
+                       args.sampler_pairs)
+        print(f"{len(data['trials'])} trials in {data['wall_s']:.0f} s -> {args.out}")
+        return 0
+    from tools.noise_eval import report
+
+    print(report(json.loads(args.path.read_text())))
     return 0
 
 

@@ -205,6 +205,7 @@ class Run:
         self.blocks = BlockLog(plan.pr_dir / "blocks.jsonl")
         self.rows = self.blocks.read()
         self.by_name = {c["name"]: c for c in plan.cases}
+        self.index = {c["name"]: i for i, c in enumerate(plan.cases)}
         self.generation = 0
         self.started = time.monotonic() - sum(r.get("wall_s", 0.0) for r in self.rows)
 
@@ -212,6 +213,10 @@ class Run:
     def client(self, lane: Lane, side: str, static: bool = False) -> WorkerClient:
         slot = f"gate-{lane.label}-{side}" + ("-static" if static else f"-g{self.generation}")
         env = dict(os.environ, **lane.env)
+        cache = self.plan.repo / ".cache"  # shared with asv's runs (tools/asvrun.py)
+        env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
+        env.setdefault("TILELANG_CACHE_DIR", str(cache / "tilelang"))
+        env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
         if static:
             env["KPERF_DEVICE"] = "static"
         return self.make_client(slot=slot, sys_path=[str(self.sites[side]),
@@ -289,9 +294,10 @@ class Run:
             self.record(case, block, lane)
 
     def round(self, lane: Lane, number: int, names: Sequence[str], confirm: bool) -> None:
-        for index, name in enumerate(names):
+        for name in names:
             case = self.by_name[name]
-            order = SIDES if (number + index) % 2 == 0 else SIDES[::-1]  # A B, B A, ...
+            # A B, then B A, ... for every case: what drifts within a round cancels
+            order = SIDES if (number + self.index[name]) % 2 == 0 else SIDES[::-1]
             for side in order:
                 if self.measure_block(lane, case, side, number, confirm).status != "ok":
                     break
@@ -300,11 +306,23 @@ class Run:
         return max((r["round"] for r in self.rows if not r.get("confirm")
                     and self.by_name.get(r["case"], {}).get("kind") == "time"), default=0)
 
+    def power(self, name: str) -> float:
+        """The case's board power in its latest block (0 before its first)."""
+        for row in reversed(self.rows):
+            if row["case"] == name and row.get("power_w"):
+                known = [p for p in row["power_w"] if p]
+                return sum(known) / len(known) if known else 0.0
+        return 0.0
+
     def open_time_cases(self, lane: Lane) -> list[str]:
+        """Cases to measure this round, the most power-hungry first: at a power cap a
+        change of load makes the clock swing for ~1 s, and neighbours of similar power
+        change the load least (docs/perf.md, "Settling at the power cap")."""
         still = {name for env, name in (key(v) for v in self.verdicts() if not v.decided)}
         budget = self.th.case_wall_s
-        return [n for n in lane.cases if n in still and self.by_name[n]["kind"] == "time"
-                and self.case_wall(n) < budget]
+        names = [n for n in lane.cases if n in still and self.by_name[n]["kind"] == "time"
+                 and self.case_wall(n) < budget]
+        return sorted(names, key=lambda n: -self.power(n))
 
     def run(self) -> str:
         """Measure until every case is decided; returns why the rounds stopped."""
