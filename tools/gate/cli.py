@@ -179,8 +179,20 @@ def info_of(state: dict[str, Any], verdicts: list[Verdict], th: Thresholds) -> d
             "multi_env": len({v.env for v in verdicts}) > 1}
 
 
+def _interrupt_on_sigterm() -> None:
+    """``timeout`` and CI cancel with SIGTERM: end like Ctrl-C, report written, workers
+    retired, everything measured kept for --resume."""
+    import signal
+
+    def raise_interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, raise_interrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _interrupt_on_sigterm()
     repo = args.repo.resolve()
     pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
     out_dir = (args.out or pr_dir).resolve()
