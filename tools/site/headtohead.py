@@ -46,8 +46,8 @@ TREND_COMMITS = 20
 FAILED_REASON = ("the benchmark process failed: a compile error, a wrong or NaN result "
                  "(checked before timing), a crash or a timeout. asv keeps no error text "
                  "in its results; the run's log has it")
-SKIPPED_REASON = ("skipped: this op, case or backend does not exist at this commit (setup "
-                  "raised NotImplementedError), or the run did not select it (-b)")
+SKIPPED_REASON = ("this op, case or backend does not exist at this commit (setup raised "
+                  "NotImplementedError), or the run did not select it (-b)")
 
 
 @dataclass

@@ -8,6 +8,7 @@ import html
 import json
 import math
 import re
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -126,8 +127,10 @@ def sparkline(values: Sequence[float | None], width: int = 90, height: int = 22,
     finite = [v for v in values if v is not None and math.isfinite(v)]
     if len(finite) < 2:
         return '<span class="muted" title="fewer than two timed commits">—</span>'
+    # at least 20% of the level top to bottom: noise of a few percent stays a flat line
     lo, hi = min(finite), max(finite)
-    span = (hi - lo) or 1.0
+    mid, span = (lo + hi) / 2, max(hi - lo, 0.2 * abs(statistics.fmean(finite))) or 1.0
+    lo = mid - span / 2
     n = len(values)
     segments: list[list[str]] = [[]]
     for i, v in enumerate(values):
