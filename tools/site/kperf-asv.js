@@ -91,7 +91,8 @@
         (p.throttle_names.length ? p.throttle_names.join(" ") : "none")));
       if (p.time_min_s !== null) {
         out.push("samples: " + esc(fmtTime(p.time_min_s) + " \u2013 " + fmtTime(p.time_max_s) +
-          " (" + p.n_samples + " samples, " + p.n_records + " processes)"));
+          " (" + p.n_samples + " samples, " + p.n_records +
+          (p.n_records === 1 ? " process)" : " processes)")));
       }
       out.push("energy/call: " + esc(p.energy_per_call_j === null ? "\u2014 (" +
         p.energy_note + ")" : fmtEnergy(p.energy_per_call_j)));
