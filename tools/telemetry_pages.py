@@ -101,12 +101,12 @@ def summarize_record(rec: dict[str, Any], benign: dict[str, int] | None = None
     backend, reason = str(m.get("telemetry_backend") or ""), str(m.get("telemetry_reason") or "")
     version = rec.get("_schema_version", data.RECORD_SCHEMAS.get(rec.get("schema"), 1))
     energy = _num(rec.get("energy_per_call_j"))
-    if version < 2:
-        energy_note = "not recorded before schema 2 (kperf-record-2)"
-    elif energy is None:
-        energy_note = f"no energy counter on this GPU's telemetry ({backend or 'none'})"
-    else:
+    if energy is not None:
         energy_note = ""
+    elif version < 2 and "energy_per_call_j" not in rec:
+        energy_note = "not recorded before schema 2 (kperf-record-2)"
+    else:
+        energy_note = f"no energy counter on this GPU's telemetry ({backend or 'none'})"
     key = data.record_key(rec)
     return {
         "benchmark": rec.get("benchmark"),

@@ -269,8 +269,8 @@ def _fill_from_records(cell: Cell, recs: list[dict[str, Any]], dtype: str,
     versions = [r.get("_schema_version", 1) for r in recs]
     cell.energy_j = _rec_figure(recs, "energy_per_call_j")
     if cell.energy_j is None:
-        cell.energy_why = ("not recorded before schema 2 (kperf-record-2)"
-                           if max(versions) < 2 else
+        old = max(versions) < 2 and not any("energy_per_call_j" in r for r in recs)
+        cell.energy_why = ("not recorded before schema 2 (kperf-record-2)" if old else
                            "the telemetry gave no energy counter for this point")
 
 

@@ -13,7 +13,7 @@ from tools.site import data
 from tools.site.pages import esc, notes_box, page
 
 POINTS_SCHEMA = "kperf-points-1"
-TIME_SUITE = re.compile(r"Time\.track_time$")
+GPU_SUITE = re.compile(r"(Time\.track_time|Energy\.track_energy)$")  # need a GPU
 
 
 def points_index(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -62,7 +62,7 @@ def _or(values: list[int]) -> int:
     return out
 
 
-NO_RESULTS_REASON = ("the GPU timing suites (*Time) run only on a machine with a GPU, and "
+NO_RESULTS_REASON = ("the GPU suites (*Time, *Energy) run only on a machine with a GPU, and "
                      "a CPU-only history holds only the static figures and compile times")
 
 
@@ -83,8 +83,8 @@ def missing_benchmarks(benchmarks: dict[str, Any], files: list[data.ResultFile]
     for bench in sorted(benchmarks):
         if bench in have or bench == "version":
             continue
-        if TIME_SUITE.search(bench):
-            why = "a GPU timing suite: no machine of this history timed it (it needs a GPU)"
+        if GPU_SUITE.search(bench):
+            why = "a GPU suite: no machine of this history ran it (it needs a GPU)"
         else:
             why = "no run of this history selected it (asv run -b), or every case was skipped"
         out.append((bench, why))
