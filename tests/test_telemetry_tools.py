@@ -192,8 +192,14 @@ def test_telemetry_page_escapes_and_handles_no_records(tmp_path: Path,
     html = telemetry_pages.write_telemetry_pages(tmp_path / "html2", root).read_text()
     assert "</script><b>" not in html and html.count("</script>") == 2
     (root / "broken.json").write_text("{")
-    with pytest.raises(ValueError, match=r"broken\.json: not valid JSON"):
-        telemetry_pages.write_telemetry_pages(tmp_path / "html3", root)
+    # a bad record is skipped with a visible warning; the page and its other rows stay
+    html3 = telemetry_pages.write_telemetry_pages(tmp_path / "html3", root).read_text()
+    data = json.loads((tmp_path / "html3" / "kperf" / "telemetry.json").read_text())
+    assert len(data["points"]) == 1
+    assert [s["where"] for s in data["skipped"]] == ["records/broken.json"]
+    assert "not valid JSON" in data["skipped"][0]["what"]
+    assert 'id="warnings"' in html3 and "records/broken.json" in html3
+    assert str(tmp_path) not in html3  # no build-machine path on the page
 
 
 def test_machine_file_survives_concurrent_writers(tmp_path: Path) -> None:

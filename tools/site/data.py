@@ -1,0 +1,432 @@
+"""What the site shows, read from .asv without trusting it: asv's results, kperf's records,
+kept gate reports, commit subjects and where commit links point.
+
+Every reader is tolerant: a file that cannot be read, or that is not what it claims to
+be, is skipped and reported in ``Notes`` (shown on the pages), never an exception that
+would lose the site. Paths in notes are relative to the folder they were found in, so the
+pages never carry the build machine's paths.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import tarfile
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RECORD_SCHEMAS = {"kperf-record-1": 1, "kperf-record-2": 2}
+GATE_SCHEMAS = ("kperf-gate-1", "kperf-gate-2")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar")
+MAX_FILE_BYTES = 64 << 20  # a record or report larger than this is not one
+TIME_PARAMS = ("case", "dtype", "backend")  # benchmarks/_suites.py:_TimeSuite.param_names
+
+
+@dataclass
+class Notes:
+    """Warnings collected while reading; each is (where, what)."""
+
+    items: list[tuple[str, str]] = field(default_factory=list)
+
+    def add(self, where: str, what: str) -> None:
+        self.items.append((where, what))
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _is_archive(path: Path) -> bool:
+    return path.name.endswith(ARCHIVE_SUFFIXES)
+
+
+def _label(root: Path, path: Path) -> str:
+    try:
+        rel = path.relative_to(root).as_posix()
+    except ValueError:
+        rel = path.name
+    return f"{root.name}/{rel}" if rel != "." else root.name
+
+
+def _iter_record_texts(root: Path, notes: Notes) -> Iterator[tuple[str, bytes]]:
+    """(label, bytes) of every record file under a root: loose *.json and the members
+    of record archives (tools/publish.py --pack-records)."""
+    paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for path in paths:
+        if path.name.startswith("."):  # harness/record.py's temporary files
+            continue
+        label = _label(root.parent if root.is_file() else root, path)
+        if _is_archive(path):
+            yield from _iter_archive(path, label, notes)
+        elif path.suffix == ".json":
+            try:
+                if path.stat().st_size > MAX_FILE_BYTES:
+                    notes.add(label, "larger than 64 MiB: not a record, skipped")
+                    continue
+                yield label, path.read_bytes()
+            except OSError as err:
+                notes.add(label, f"cannot be read ({err.strerror or err}): skipped")
+
+
+def _iter_archive(path: Path, label: str, notes: Notes) -> Iterator[tuple[str, bytes]]:
+    try:
+        with tarfile.open(path) as tar:
+            for member in tar:
+                name = member.name
+                if not member.isfile() or not name.endswith(".json"):
+                    continue
+                if Path(name).name.startswith("."):
+                    continue
+                if member.size > MAX_FILE_BYTES:
+                    notes.add(f"{label}:{name}", "larger than 64 MiB: skipped")
+                    continue
+                f = tar.extractfile(member)
+                if f is not None:
+                    yield f"{label}:{name}", f.read()
+    except (tarfile.TarError, OSError, EOFError) as err:
+        notes.add(label, f"record archive cannot be read ({err}): its records are skipped")
+
+
+def parse_record(label: str, raw: bytes, notes: Notes) -> dict[str, Any] | None:
+    """One record, or None (with a note) if it is not a readable kperf record."""
+    try:
+        rec = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        notes.add(label, f"not valid JSON ({err}): skipped")
+        return None
+    if not isinstance(rec, dict):
+        notes.add(label, "not a JSON object: skipped")
+        return None
+    schema = rec.get("schema")
+    if schema not in RECORD_SCHEMAS:
+        if isinstance(schema, str) and schema.startswith("kperf-record-"):
+            notes.add(label, f"schema {schema!r} is newer than this site knows "
+                             f"({', '.join(RECORD_SCHEMAS)}); read for the fields it knows")
+        else:
+            notes.add(label, f"schema {schema!r} is not a kperf record: skipped")
+            return None
+    if not isinstance(rec.get("benchmark"), str) or not isinstance(rec.get("params"), dict):
+        notes.add(label, "no benchmark name or params: skipped")
+        return None
+    if "measurement" in rec and not isinstance(rec["measurement"], dict):
+        notes.add(label, "measurement is not an object: skipped")
+        return None
+    m = rec.get("measurement")
+    if isinstance(m, dict) and not isinstance(m.get("windows", []), list):
+        notes.add(label, "measurement.windows is not a list: skipped")
+        return None
+    rec["_source"] = label
+    rec["_schema_version"] = RECORD_SCHEMAS.get(schema, max(RECORD_SCHEMAS.values()))
+    return rec
+
+
+def read_records(roots: Iterable[Path], notes: Notes) -> list[dict[str, Any]]:
+    """Every readable record under the roots (folders or archives); the rest in notes."""
+    out = []
+    for root in roots:
+        root = Path(root)
+        if not root.exists():
+            continue
+        for label, raw in _iter_record_texts(root, notes):
+            rec = parse_record(label, raw, notes)
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def params_text(params: dict[str, Any]) -> str:
+    """The key a graph point and a record share: ``k=v;...`` sorted by name (also built by
+    tools/site/kperf-asv.js from asv's parameter values)."""
+    return ";".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def point_key(machine: str, commit: str, benchmark: str, params: dict[str, Any]) -> str:
+    return f"{machine}|{commit}|{benchmark}|{params_text(params)}"
+
+
+def point_id(key: str) -> str:
+    return hashlib.sha1(key.encode()).hexdigest()[:12]
+
+
+def record_key(rec: dict[str, Any]) -> str:
+    return point_key(str(rec.get("machine") or ""), str(rec.get("commit") or ""),
+                     rec["benchmark"], rec["params"])
+
+
+def median_or_none(values: Sequence[float]) -> float | None:
+    vals = [v for v in values if isinstance(v, int | float) and math.isfinite(v)]
+    return statistics.median(vals) if vals else None
+
+
+# --------------------------------------------------------------------------- asv results
+
+
+@dataclass
+class ResultFile:
+    machine: str
+    commit: str
+    env_name: str
+    date: int  # commit date, ms since the epoch (asv)
+    label: str
+    results: dict[str, dict[str, Any]]  # benchmark -> column name -> value
+
+
+def _literal(text: Any) -> Any:
+    if not isinstance(text, str):
+        return text
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def read_results(results_dir: Path, notes: Notes
+                 ) -> tuple[dict[str, dict[str, Any]], list[ResultFile], dict[str, Any]]:
+    """(machines, result files, benchmarks.json) of an asv results folder."""
+    machines: dict[str, dict[str, Any]] = {}
+    files: list[ResultFile] = []
+    benchmarks: dict[str, Any] = {}
+    if not results_dir.is_dir():
+        return machines, files, benchmarks
+    bj = results_dir / "benchmarks.json"
+    if bj.exists():
+        try:
+            benchmarks = json.loads(bj.read_text())
+            if not isinstance(benchmarks, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, OSError) as err:
+            notes.add("results/benchmarks.json", f"cannot be read ({err})")
+            benchmarks = {}
+    for mdir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
+        mj = mdir / "machine.json"
+        if not mj.exists():
+            continue  # not a machine folder (e.g. kept records)
+        try:
+            info = json.loads(mj.read_text())
+            name = info["machine"]
+            if not isinstance(name, str):
+                raise ValueError("no machine name")
+        except (ValueError, KeyError, TypeError, OSError) as err:
+            notes.add(f"results/{mdir.name}/machine.json", f"cannot be read ({err}): its "
+                                                           "results are skipped")
+            continue
+        machines[name] = info
+        for path in sorted(mdir.glob("*.json")):
+            if path.name == "machine.json":
+                continue
+            label = f"results/{mdir.name}/{path.name}"
+            try:
+                data = json.loads(path.read_text())
+                cols = data["result_columns"]
+                results = {bench: dict(zip(cols, row, strict=False))
+                           for bench, row in data["results"].items()}
+                files.append(ResultFile(machine=name, commit=str(data["commit_hash"]),
+                                        env_name=str(data.get("env_name") or ""),
+                                        date=int(data.get("date") or 0), label=label,
+                                        results=results))
+            except (ValueError, KeyError, TypeError, AttributeError, OSError) as err:
+                notes.add(label, f"cannot be read ({type(err).__name__}: {err}): skipped")
+    return machines, files, benchmarks
+
+
+def param_names(benchmarks: dict[str, Any], bench: str, n: int) -> list[str]:
+    names = (benchmarks.get(bench) or {}).get("param_names")
+    if isinstance(names, list) and len(names) == n:
+        return [str(x) for x in names]
+    if bench.endswith(".track_time") and n == len(TIME_PARAMS):
+        return list(TIME_PARAMS)
+    return [f"param{i + 1}" for i in range(n)]
+
+
+@dataclass
+class Point:
+    """One value of one benchmark at one commit on one machine, as asv stored it."""
+
+    params: dict[str, Any]
+    value: float | None  # None: failed; nan: skipped or not run
+    q25: float | None = None
+    q75: float | None = None
+    n_samples: int | None = None
+
+    @property
+    def status(self) -> str:
+        if self.value is None:
+            return "failed"
+        if isinstance(self.value, float) and math.isnan(self.value):
+            return "skipped"
+        return "ok"
+
+
+def _column(row: dict[str, Any], name: str, i: int) -> Any:
+    col = row.get(name)
+    if isinstance(col, list) and i < len(col):
+        return col[i]
+    return None
+
+
+def points_of(rf: ResultFile, bench: str, benchmarks: dict[str, Any]) -> list[Point]:
+    row = rf.results.get(bench)
+    if not row:
+        return []
+    raw_params = row.get("params") or []
+    values = row.get("result")
+    if not isinstance(values, list):
+        values = [values]
+    names = param_names(benchmarks, bench, len(raw_params))
+    combos = list(itertools.product(*raw_params)) if raw_params else [()]
+    out = []
+    for i, combo in enumerate(combos):
+        value = values[i] if i < len(values) else float("nan")
+        samples = _column(row, "samples", i)
+        out.append(Point(params={n: _literal(v) for n, v in zip(names, combo, strict=False)},
+                         value=value, q25=_column(row, "stats_q_25", i),
+                         q75=_column(row, "stats_q_75", i),
+                         n_samples=len(samples) if isinstance(samples, list) else None))
+    return out
+
+
+# --------------------------------------------------------------------------- gate reports
+
+
+def read_gate_reports(dirs: Iterable[Path], notes: Notes) -> list[dict[str, Any]]:
+    """gate.json (and gate.md beside it) of every kept gate run under the folders."""
+    reports: list[dict[str, Any]] = []
+    seen: set[Path] = set()
+    for root in dirs:
+        root = Path(root)
+        if not root.exists():
+            continue
+        found = [root] if root.is_file() else sorted(root.rglob("gate.json"))
+        for path in found:
+            real = path.resolve()
+            if real in seen:
+                continue
+            seen.add(real)
+            label = _label(root.parent if root.is_file() else root, path)
+            try:
+                if path.stat().st_size > MAX_FILE_BYTES:
+                    raise ValueError("larger than 64 MiB")
+                rep = json.loads(path.read_text())
+                if not isinstance(rep, dict):
+                    raise ValueError("not a JSON object")
+                if rep.get("schema") not in GATE_SCHEMAS and not isinstance(rep.get("cases"),
+                                                                            list):
+                    raise ValueError(f"schema {rep.get('schema')!r} is not a gate report")
+                if not isinstance(rep.get("cases", []), list):
+                    raise ValueError("cases is not a list")
+            except (ValueError, OSError) as err:
+                notes.add(label, f"gate report cannot be read ({err}): skipped")
+                continue
+            md = path.with_name("gate.md")
+            try:
+                rep["_markdown"] = md.read_text(errors="replace")[:500_000] if md.exists() else ""
+            except OSError:
+                rep["_markdown"] = ""
+            rep["_source"] = label
+            rep["_mtime"] = path.stat().st_mtime
+            rep["_id"] = re.sub(r"[^A-Za-z0-9_.-]+", "_", label.removesuffix("/gate.json"))
+            reports.append(rep)
+    reports.sort(key=lambda r: -r["_mtime"])
+    return reports
+
+
+def read_thresholds(path: Path, notes: Notes) -> dict[str, Any] | None:
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else None
+    except (ValueError, OSError) as err:
+        notes.add(path.name, f"cannot be read ({err})")
+        return None
+
+
+# --------------------------------------------------------------------------- git
+
+
+def git(repo: Path, *args: str, stdin: str | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
+                             input=stdin, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def commit_subjects(repo: Path, shas: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """{sha: {"subject", "time"}} for the commits this repository has."""
+    wanted = sorted({s for s in shas if re.fullmatch(r"[0-9a-f]{7,40}", s or "")})
+    if not wanted:
+        return {}
+    check = git(repo, "cat-file", "--batch-check", stdin="\n".join(wanted) + "\n") or ""
+    present = [line.split()[0] for line in check.splitlines()
+               if len(line.split()) >= 2 and line.split()[1] == "commit"]
+    if not present:
+        return {}
+    out = git(repo, "log", "--no-walk=unsorted", "--stdin", "--format=%H%x00%ct%x00%s",
+              stdin="\n".join(present) + "\n") or ""
+    info = {}
+    for line in out.splitlines():
+        parts = line.split("\0", 2)
+        if len(parts) == 3:
+            info[parts[0]] = {"time": int(parts[1]), "subject": parts[2]}
+    return info
+
+
+_REMOTE = re.compile(r"^(?:(?:https?|ssh|git)://)?(?:[^@/]+@)?([^/:]+)(?::\d+)?[:/](.+?)"
+                     r"(?:\.git)?/?$")
+
+
+def web_url_of_remote(remote: str) -> str | None:
+    """https://host/owner/repo of a git remote (https or ssh form, credentials dropped);
+    None for a local path."""
+    remote = remote.strip()
+    if not remote or remote.startswith(("/", ".", "file:")) or os.path.isdir(remote):
+        return None
+    m = _REMOTE.match(remote)
+    if not m or "." not in m.group(1):
+        return None
+    return f"https://{m.group(1)}/{m.group(2)}"
+
+
+def commit_url_of_web(web: str) -> str:
+    host = web.split("/")[2]
+    if "gitlab" in host:
+        return web + "/-/commit/"
+    if "bitbucket" in host:
+        return web + "/commits/"
+    return web + "/commit/"
+
+
+def commit_links(repo: Path, conf: dict[str, Any]) -> tuple[str, str, str]:
+    """(show_commit_url, project_url, where they came from). Order: KPERF_COMMIT_URL
+    (and KPERF_PROJECT_URL), asv.conf.json's show_commit_url / project_url when set, the
+    git remote (origin, else the first)."""
+    env_commit = os.environ.get("KPERF_COMMIT_URL", "").strip()
+    env_project = os.environ.get("KPERF_PROJECT_URL", "").strip()
+    conf_commit = str(conf.get("show_commit_url") or "").strip()
+    conf_project = str(conf.get("project_url") or "").strip()
+    placeholder = ("", "#")
+    if env_commit:
+        return env_commit, env_project or conf_project or "", "KPERF_COMMIT_URL"
+    if conf_commit not in placeholder:
+        return conf_commit, conf_project, "asv.conf.json show_commit_url"
+    remotes = (git(repo, "remote") or "").split()
+    for name in (["origin"] if "origin" in remotes else []) + remotes:
+        web = web_url_of_remote(git(repo, "remote", "get-url", name) or "")
+        if web:
+            project = env_project or (conf_project if conf_project not in placeholder else web)
+            return commit_url_of_web(web), project, f"git remote {name}"
+    return "", env_project or conf_project, "none: no KPERF_COMMIT_URL, no show_commit_url " \
+                                            "in asv.conf.json, no web git remote"

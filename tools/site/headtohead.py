@@ -1,0 +1,383 @@
+"""The head-to-head page: per op and case, TileLang vs Triton vs torch at the latest commit
+of each machine.
+
+Figures and where they come from:
+- time per call: asv's result (median of the pooled samples) for that point;
+- TFLOP/s, GB/s: the point's records (``tflops``, ``gbps``: each benchmark process's
+  figure from its own median; the median over the point's processes);
+- % of roofline: the larger of TFLOP/s over the machine's best GEMM TFLOP/s for that
+  dtype and GB/s over its bandwidth roof: a copy's GB/s where a copy was recorded, else the
+  best GB/s any kernel reached on that machine (stated as such). Both come from the records
+  of the whole history, so they are measured, never a datasheet number;
+- ratio to torch: torch's time over this backend's (above 1: faster than torch);
+- energy per call: the records' ``energy_per_call_j`` (schema kperf-record-2);
+- trend: asv's medians of that case and backend over the machine's last commits.
+Failed and skipped cases are shown with their reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.site import data
+from tools.site.pages import (
+    commit_link,
+    data_attr,
+    esc,
+    fmt_energy,
+    fmt_num,
+    fmt_time,
+    notes_box,
+    page,
+    sparkline,
+)
+
+TIME_BENCH = re.compile(r"^bench_(\w+)\.(\w+)Time\.track_time$")
+GEMM_OPS = ("gemm", "fp8_gemm")
+BACKEND_ORDER = ("tilelang", "triton", "torch")
+BASELINE = "torch"
+TREND_COMMITS = 20
+
+FAILED_REASON = ("the benchmark process failed: a compile error, a wrong or NaN result "
+                 "(checked before timing), a crash or a timeout. asv keeps no error text "
+                 "in its results; the run's log has it")
+SKIPPED_REASON = ("this op, case or backend does not exist at this commit (setup raised "
+                  "NotImplementedError), or the run did not select it (-b)")
+
+
+@dataclass
+class Roof:
+    value: float | None
+    source: str  # what it was derived from, or why there is none
+
+
+@dataclass
+class Cell:
+    backend: str
+    status: str  # ok | failed | skipped | absent
+    reason: str = ""
+    time_s: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    roof_frac: float | None = None
+    roof_kind: str = ""
+    roof_why: str = ""
+    vs_torch: float | None = None
+    vs_torch_why: str = ""
+    energy_j: float | None = None
+    energy_why: str = ""
+    sm_mhz: float | None = None
+    point_id: str = ""
+    n_records: int = 0
+    trend: list[float | None] = field(default_factory=list)
+
+
+@dataclass
+class OpTable:
+    op: str
+    benchmark: str
+    commit: str
+    env_name: str
+    rows: list[tuple[str, str, list[Cell]]]  # (case, dtype, cells)
+
+
+@dataclass
+class MachineView:
+    name: str
+    info: dict[str, Any]
+    tables: list[OpTable]
+    compute_roofs: dict[str, Roof]
+    bandwidth_roof: Roof
+    why_empty: str = ""
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) \
+        and math.isfinite(x) else None
+
+
+def _rec_figure(recs: list[dict[str, Any]], key: str) -> float | None:
+    vals = [v for r in recs if (v := _finite(r.get(key))) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def _roofs(machine: str, records: list[dict[str, Any]]) -> tuple[dict[str, Roof], Roof]:
+    best_c: dict[str, tuple[float, dict[str, Any]]] = {}
+    best_bw: tuple[float, dict[str, Any]] | None = None
+    copy_bw: tuple[float, dict[str, Any]] | None = None
+    for rec in records:
+        if rec.get("machine") != machine:
+            continue
+        m = TIME_BENCH.match(rec["benchmark"])
+        tflops, gbps = _finite(rec.get("tflops")), _finite(rec.get("gbps"))
+        is_copy = "copy" in rec["benchmark"].lower() or rec.get("kind") == "copy"
+        if is_copy and gbps is not None and (copy_bw is None or gbps > copy_bw[0]):
+            copy_bw = (gbps, rec)
+        if m and m.group(1) in GEMM_OPS and tflops is not None:
+            dtype = str(rec["params"].get("dtype", "?"))
+            if dtype not in best_c or tflops > best_c[dtype][0]:
+                best_c[dtype] = (tflops, rec)
+        if gbps is not None and not is_copy and (best_bw is None or gbps > best_bw[0]):
+            best_bw = (gbps, rec)
+
+    def where(rec: dict[str, Any]) -> str:
+        p = rec["params"]
+        return (f"{rec['benchmark'].split('.')[0].removeprefix('bench_')} "
+                f"{p.get('case', '')} {p.get('dtype', '')} {p.get('backend', '')} "
+                f"@ {str(rec.get('commit') or '')[:8]}")
+
+    compute = {d: Roof(v, f"best GEMM TFLOP/s measured on this machine: {where(r)}")
+               for d, (v, r) in best_c.items()}
+    if copy_bw:
+        bw = Roof(copy_bw[0], f"copy bandwidth measured on this machine: {where(copy_bw[1])}")
+    elif best_bw:
+        bw = Roof(best_bw[0], "no copy bandwidth is recorded; the best GB/s any kernel "
+                              f"reached on this machine stands in: {where(best_bw[1])}")
+    else:
+        bw = Roof(None, "no record of this machine holds a GB/s figure")
+    return compute, bw
+
+
+def build(machines: dict[str, dict[str, Any]], files: list[data.ResultFile],
+          benchmarks: dict[str, Any], records: list[dict[str, Any]],
+          reasons: dict[str, str] | None = None,
+          revisions: dict[str, int] | None = None) -> list[MachineView]:
+    """The page's model. ``reasons``: point key -> why it failed; ``revisions``: commit ->
+    asv's revision number (commit order; dates tie when commits share a second)."""
+    reasons = reasons or {}
+    revisions = revisions or {}
+    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        by_key[data.record_key(rec)].append(rec)
+    time_benches = sorted({b for rf in files for b in rf.results if TIME_BENCH.match(b)}
+                          | {b for b in benchmarks if TIME_BENCH.match(b)})
+    views = []
+    for name in sorted(set(machines) | {rf.machine for rf in files}):
+        info = machines.get(name, {})
+        mine = [rf for rf in files if rf.machine == name]
+        if all(rf.commit in revisions for rf in mine):
+            mine.sort(key=lambda rf: (revisions[rf.commit], rf.env_name))
+        else:
+            mine.sort(key=lambda rf: (rf.date, revisions.get(rf.commit, -1), rf.env_name))
+        compute_roofs, bw_roof = _roofs(name, records)
+        tables = []
+        for bench in time_benches:
+            history = [rf for rf in mine if any(
+                p.status != "skipped" for p in data.points_of(rf, bench, benchmarks))]
+            if not history:
+                continue
+            latest = history[-1]
+            tables.append(_table(name, bench, latest, history, benchmarks, by_key, reasons,
+                                 compute_roofs, bw_roof))
+        why = ""
+        if not tables:
+            gpu = str(info.get("gpu", ""))
+            why = ("this machine has no GPU: only the CPU-side suites ran (static figures "
+                   "and compile times), and every GPU timing suite is absent from its "
+                   "results" if gpu in ("", "none") else
+                   "no GPU timing suite (*Time.track_time) has a timed result on this "
+                   "machine yet")
+        views.append(MachineView(name, info, tables, compute_roofs, bw_roof, why))
+    return views
+
+
+def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data.ResultFile],
+           benchmarks: dict[str, Any], by_key: dict[str, list[dict[str, Any]]],
+           reasons: dict[str, str], compute_roofs: dict[str, Roof], bw_roof: Roof) -> OpTable:
+    op = TIME_BENCH.match(bench).group(1)
+    points = data.points_of(latest, bench, benchmarks)
+    trend_files = history[-TREND_COMMITS:]
+    trend_points = [{data.params_text(p.params): p for p in data.points_of(rf, bench, benchmarks)}
+                    for rf in trend_files]
+    groups: dict[tuple[str, str], dict[str, data.Point]] = {}
+    for p in points:
+        case, dtype = str(p.params.get("case", "")), str(p.params.get("dtype", ""))
+        groups.setdefault((case, dtype), {})[str(p.params.get("backend", ""))] = p
+    rows = []
+    for (case, dtype), by_backend in groups.items():
+        if all(p.status == "skipped" for p in by_backend.values()):
+            continue  # a case no backend ran at this commit: not part of this run
+        backends = [b for b in BACKEND_ORDER if b in by_backend] + sorted(
+            b for b in by_backend if b not in BACKEND_ORDER)
+        cells = []
+        for backend in backends:
+            p = by_backend[backend]
+            key = data.point_key(machine, latest.commit, bench, p.params)
+            recs = by_key.get(key, [])
+            cell = Cell(backend=backend, status=p.status, point_id=data.point_id(key),
+                        n_records=len(recs))
+            ptext = data.params_text(p.params)
+            cell.trend = [
+                (tp[ptext].value if ptext in tp and tp[ptext].status == "ok" else None)
+                for tp in trend_points]
+            if p.status == "failed":
+                cell.reason = reasons.get(key, FAILED_REASON)
+            elif p.status == "skipped":
+                cell.reason = reasons.get(key, SKIPPED_REASON)
+            else:
+                cell.time_s = float(p.value)
+                _fill_from_records(cell, recs, dtype, compute_roofs, bw_roof)
+            cells.append(cell)
+        base = next((c for c in cells if c.backend == BASELINE), None)
+        for c in cells:
+            if c.status != "ok" or c.backend == BASELINE:
+                continue
+            if base is None:
+                c.vs_torch_why = "no torch baseline in this benchmark"
+            elif base.status != "ok":
+                c.vs_torch_why = f"torch {base.status} at this commit"
+            else:
+                c.vs_torch = base.time_s / c.time_s
+        rows.append((case, dtype, cells))
+    return OpTable(op=op, benchmark=bench, commit=latest.commit, env_name=latest.env_name,
+                   rows=rows)
+
+
+def _fill_from_records(cell: Cell, recs: list[dict[str, Any]], dtype: str,
+                       compute_roofs: dict[str, Roof], bw_roof: Roof) -> None:
+    if not recs:
+        why = "no record of this point was published (records are kept with the results)"
+        cell.roof_why = cell.energy_why = why
+        return
+    cell.tflops = _rec_figure(recs, "tflops")
+    cell.gbps = _rec_figure(recs, "gbps")
+    clocks = []
+    for r in recs:
+        windows = (r.get("measurement") or {}).get("windows") or []
+        clocks += [v for w in windows if isinstance(w, dict)
+                   and (v := _finite(w.get("sm_clock_mhz_median"))) is not None]
+    cell.sm_mhz = statistics.median(clocks) if clocks else None
+    fracs = []
+    croof = compute_roofs.get(dtype)
+    if cell.tflops is not None and croof and croof.value:
+        fracs.append((cell.tflops / croof.value, "compute"))
+    if cell.gbps is not None and bw_roof.value:
+        fracs.append((cell.gbps / bw_roof.value, "bandwidth"))
+    if fracs:
+        cell.roof_frac, cell.roof_kind = max(fracs)
+    whys = []
+    if not croof:
+        whys.append(f"no GEMM timed on this machine in {dtype}: no compute roof")
+    if not bw_roof.value:
+        whys.append(bw_roof.source)
+    cell.roof_why = "; ".join(whys)
+    versions = [r.get("_schema_version", 1) for r in recs]
+    cell.energy_j = _rec_figure(recs, "energy_per_call_j")
+    if cell.energy_j is None:
+        old = max(versions) < 2 and not any("energy_per_call_j" in r for r in recs)
+        cell.energy_why = ("not recorded before schema 2 (kperf-record-2)" if old else
+                           "the telemetry gave no energy counter for this point")
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _why(text: str) -> str:
+    return f'<span class="muted" title="{esc(text)}">—</span>' if text else "—"
+
+
+def _cell_row(c: Cell) -> str:
+    link = (f'<a href="telemetry.html#point={c.point_id}" title="clocks, power and '
+            f'throttle state of this point\'s samples">telemetry</a>' if c.n_records else
+            '<span class="muted" title="no record of this point">—</span>')
+    trend = sparkline(c.trend, title=f"{c.backend}: time per call over the last "
+                                     f"{len(c.trend)} commits (lower is faster)")
+    if c.status != "ok":
+        cls = "fail" if c.status == "failed" else "skip"
+        return (f'<td class="l {cls}" data-status="{c.status}">{esc(c.backend)}</td>'
+                f'<td class="l {cls}" colspan="7" data-status="{c.status}"><b>{c.status}</b>'
+                f' <span class="why">{esc(c.reason)}</span></td><td>{trend}</td>'
+                f"<td>{link}</td>")
+    roof = (f"{c.roof_frac * 100:.0f}% <span class=muted>{esc(c.roof_kind)}</span>"
+            if c.roof_frac is not None else _why(c.roof_why))
+    if c.vs_torch is not None:
+        vs = f"{c.vs_torch:.2f}×"
+    elif c.backend == BASELINE:
+        vs = '<span class="muted">baseline</span>'
+    else:
+        vs = _why(c.vs_torch_why)
+    no_rec = "no record of this point was published"
+    return (f'<td class="l" data-status="ok">{esc(c.backend)}</td>'
+            f'<td class="time"{data_attr(c.time_s)}>{fmt_time(c.time_s)}</td>'
+            f'<td class="tflops"{data_attr(c.tflops)}>'
+            f'{fmt_num(c.tflops) if c.tflops is not None else _why(no_rec)}</td>'
+            f'<td class="gbps"{data_attr(c.gbps)}>'
+            f'{fmt_num(c.gbps, 4) if c.gbps is not None else _why(no_rec)}</td>'
+            f'<td class="roof"{data_attr(c.roof_frac)}>{roof}</td>'
+            f'<td class="vs"{data_attr(c.vs_torch)}>{vs}</td>'
+            f'<td class="energy"{data_attr(c.energy_j)}>'
+            f'{fmt_energy(c.energy_j) if c.energy_j is not None else _why(c.energy_why)}</td>'
+            f'<td class="clock"{data_attr(c.sm_mhz)}>'
+            f'{fmt_num(c.sm_mhz, 4) if c.sm_mhz is not None else _why(no_rec if not c.n_records else "no clock reading")}</td>'  # noqa: E501
+            f"<td>{trend}</td><td>{link}</td>")
+
+
+HEAD = ('<tr><th class="l">case</th><th class="l">dtype</th><th class="l">backend</th>'
+        "<th>time / call</th><th>TFLOP/s</th><th>GB/s</th><th>% of roofline</th>"
+        "<th>vs torch</th><th>energy / call</th><th>SM MHz</th><th>trend</th>"
+        "<th>clocks</th></tr>")
+
+
+def render(views: list[MachineView], notes: data.Notes, commit_url: str,
+           subjects: dict[str, dict[str, Any]]) -> str:
+    parts = [
+        "<h1>Head to head: TileLang, Triton and torch</h1>",
+        "<p>Per op and case, every backend at the latest commit each machine timed it. "
+        "Time per call is asv's median; TFLOP/s and GB/s come from the point's records; "
+        "<b>% of roofline</b> is the larger of TFLOP/s over the machine's best measured GEMM "
+        "TFLOP/s (same dtype) and GB/s over its measured bandwidth roof (both from this "
+        "history's records, never a datasheet); <b>vs torch</b> is torch's time over the "
+        "backend's (above 1: faster than torch); <b>trend</b>: time per call over the "
+        f"machine's last {TREND_COMMITS} commits (lower is faster). A dash has its reason "
+        "on hover.</p>",
+        notes_box(notes, "files"),
+    ]
+    if not views:
+        parts.append('<p class="why" id="no-machines">No machine has results in this '
+                     "history: run <code>python -m tools.bench</code> first.</p>")
+    for v in views:
+        gpu = v.info.get("gpu") or "?"
+        parts.append(f'<h2 id="machine-{esc(v.name)}">machine <code>{esc(v.name)}</code> '
+                     f'<span class="muted">GPU: {esc(gpu)}</span></h2>')
+        if v.why_empty:
+            parts.append(f'<p class="why machine-empty">No head-to-head for this machine: '
+                         f"{esc(v.why_empty)}.</p>")
+            continue
+        roofs = "".join(
+            f'<tr><td class="l">compute, {esc(d)}</td><td{data_attr(r.value)}>'
+            f"{fmt_num(r.value)} TFLOP/s</td><td class=l>{esc(r.source)}</td></tr>"
+            for d, r in sorted(v.compute_roofs.items()))
+        if not v.compute_roofs:
+            roofs += ('<tr><td class="l">compute</td><td>—</td><td class="l why">no GEMM '
+                      "was timed on this machine: no compute roof, % of roofline uses "
+                      "bandwidth only</td></tr>")
+        bw = v.bandwidth_roof
+        roofs += (f'<tr><td class="l">bandwidth</td><td{data_attr(bw.value)}>'
+                  f'{fmt_num(bw.value, 4) + " GB/s" if bw.value else "—"}</td>'
+                  f'<td class="l">{esc(bw.source)}</td></tr>')
+        parts.append(f'<table class="roofs"><tr><th class="l">roof</th><th>value</th>'
+                     f'<th class="l">from</th></tr>{roofs}</table>')
+        for t in v.tables:
+            subj = subjects.get(t.commit, {}).get("subject")
+            parts.append(
+                f'<h3 id="{esc(v.name)}-{esc(t.op)}">{esc(t.op)} <span class="muted">'
+                f"at {commit_link(t.commit, commit_url, subject=subj)} "
+                f'{esc(subj or "")} · env {esc(t.env_name)}</span></h3>')
+            body = []
+            for case, dtype, cells in t.rows:
+                for i, c in enumerate(cells):
+                    lead = (f'<td class="l" rowspan="{len(cells)}">{esc(case)}</td>'
+                            f'<td class="l" rowspan="{len(cells)}">{esc(dtype)}</td>'
+                            if i == 0 else "")
+                    body.append(f'<tr data-machine="{esc(v.name)}" data-op="{esc(t.op)}" '
+                                f'data-case="{esc(case)}" data-dtype="{esc(dtype)}" '
+                                f'data-backend="{esc(c.backend)}" data-commit="{esc(t.commit)}"'
+                                f">{lead}{_cell_row(c)}</tr>")
+            parts.append(f'<table class="h2h" data-benchmark="{esc(t.benchmark)}">{HEAD}'
+                         f'{"".join(body)}</table>')
+    return page("Head to head", "\n".join(parts), "h2h")
