@@ -193,18 +193,19 @@ def run_and_publish(conf_path: Path, env: dict[str, str], args: argparse.Namespa
     """asv run of ``args.commit`` in every environment of ``conf_path``, then its site."""
     shas = [subprocess.check_output(["git", "rev-parse", f"{r}^{{commit}}"], cwd=args.repo,
                                     text=True).strip() for r in args.commit]
-    run_args = ["run", f"HASHFILE:{write_hashfile(shas)}", "--machine", machine,
-                "--record-samples", "--show-stderr"]
-    if args.interleave:
-        run_args.append("--interleave-rounds")
-    for regex in args.bench or ([CPU_SUITES] if cpu_only else []):
-        run_args += ["-b", regex]
-    for attribute in args.attribute or []:
-        run_args += ["-a", attribute]
-    html_dir = Path(json.loads(conf_path.read_text())["html_dir"])
-    return asvrun.run_and_publish(run_args, env, args.repo, ["--config", str(conf_path)],
-                                  html_dir, Path(env["KPERF_RECORD_DIR"]),
-                                  publish=not args.no_publish)
+    with write_hashfile(shas) as hashfile:
+        run_args = ["run", f"HASHFILE:{hashfile}", "--machine", machine,
+                    "--record-samples", "--show-stderr"]
+        if args.interleave:
+            run_args.append("--interleave-rounds")
+        for regex in args.bench or ([CPU_SUITES] if cpu_only else []):
+            run_args += ["-b", regex]
+        for attribute in args.attribute or []:
+            run_args += ["-a", attribute]
+        html_dir = Path(json.loads(conf_path.read_text())["html_dir"])
+        return asvrun.run_and_publish(run_args, env, args.repo, ["--config", str(conf_path)],
+                                      html_dir, Path(env["KPERF_RECORD_DIR"]),
+                                      publish=not args.no_publish)
 
 
 def cmd_pip(args: argparse.Namespace) -> int:
