@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from tools import gate
+from tools.paths import PathError, check_scratch, kept_paths, safe_name
 
 FOUND = re.compile(r"Greatest (regression|improvement) found: ([0-9a-f]{6,40})")
 
@@ -75,8 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         bad = gate.git(repo, "rev-parse", f"{args.bad}^{{commit}}")
         scratch = (args.results_dir or repo / ".asv" / "bisect-results").resolve()
         gate.guard_results_dir(scratch, conf, repo)
-        machine = gate.ensure_machine(args.machine)
-    except gate.GateError as err:
+        check_scratch(scratch, kept_paths(repo, conf), "--results-dir", not_above=[repo])
+        machine = safe_name(gate.ensure_machine(args.machine), "--machine")
+    except (gate.GateError, PathError) as err:
         print(f"bisect: {err}", file=sys.stderr)
         return 2
     derived = gate.derived_config(conf, repo, scratch)

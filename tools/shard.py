@@ -34,7 +34,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import sys
 import threading
 import time
@@ -47,6 +46,16 @@ from typing import Any
 
 from tools import gate
 from tools import machine as machine_tool
+from tools.config import ConfigError, load_json
+from tools.paths import (
+    PathError,
+    check_scratch,
+    inside,
+    is_within,
+    kept_paths,
+    make_scratch,
+    remove_scratch,
+)
 
 SCHEMA = "kperf-shards-1"
 METHOD = "rendezvous-sha256"
@@ -251,19 +260,13 @@ def shard_file(results_dir: Path, host: str) -> Path:
 
 
 def load_map(path: Path) -> ShardMap | None:
-    if not path.exists():
-        return None
+    """The recorded assignment (tools/schemas/shardmap.json), or None if there is none."""
     try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ShardError(f"{path}: not valid JSON ({err})") from err
-    if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
-        raise ShardError(f"{path}: schema must be {SCHEMA!r}")
-    if raw.get("method") != METHOD:
-        raise ShardError(f"{path}: method {raw.get('method')!r} is not {METHOD!r}")
-    for key, kind in (("host", str), ("gpus", dict), ("cases", dict), ("history", list)):
-        if not isinstance(raw.get(key), kind):
-            raise ShardError(f"{path}: field {key!r} must be a {kind.__name__}")
+        raw = load_json(path, "shardmap", missing_ok=True)
+    except ConfigError as err:
+        raise ShardError(str(err)) from err
+    if raw is None:
+        return None
     for case, uuid in raw["cases"].items():
         if uuid not in raw["gpus"]:
             raise ShardError(f"{path}: case {case!r} is assigned to {uuid!r}, which is not "
@@ -465,7 +468,10 @@ class Shard:
     def _private_home(self) -> Path:
         home = self.work_dir / "home"
         shared = machine_tool.machine_file()
-        entries = json.loads(shared.read_text()) if shared.exists() else {}
+        try:
+            entries = load_json(shared, "machine-file", missing_ok=True) or {}
+        except ConfigError as err:
+            raise ShardError(str(err)) from err
         if self.machine not in entries:
             raise ShardError(f"{shared}: no entry for machine {self.machine!r}")
         machine_tool.write_machine_file(entries[self.machine], home / ".asv-machine.json")
@@ -487,7 +493,7 @@ def build_shards(shard_map: ShardMap, gpus: Sequence[Gpu], selected: Sequence[st
         if cases:
             out.append(Shard(g, shard_map.gpus[g.uuid]["machine"], cases,
                              shard_regexes(cases, per_bench),
-                             repo / ".asv" / "shards" / g.short))
+                             inside(repo / ".asv" / "shards", g.short, what="GPU folder")))
     return out
 
 
@@ -518,7 +524,8 @@ def discover(repo: Path, conf: Mapping[str, Any], results_dir: Path,
     """
     from tools.asvrun import asv_env, run_asv
 
-    work = results_dir.parent / f".discover-{os.getpid()}"
+    work = make_scratch(results_dir.parent / f".discover-{os.getpid()}",
+                        {"results": results_dir}, "discovery scratch")
     try:
         conf_path = config_for(conf, repo, work, results_dir=results_dir)
         args = ["--config", str(conf_path), "run", "-E", "existing:same", "--bench",
@@ -529,9 +536,12 @@ def discover(repo: Path, conf: Mapping[str, Any], results_dir: Path,
         if rc != 0 or not path.exists():
             raise ShardError(f"discovering the benchmarks failed (asv exit {rc}):\n"
                              f"{_tail(log)}")
-        return json.loads(path.read_text())
+        try:
+            return json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ShardError(f"{path}: not valid JSON, truncated or corrupt ({err})") from err
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_scratch(work, {"results": results_dir}, "discovery scratch")
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -544,9 +554,9 @@ def _tail(path: Path, lines: int = 40) -> str:
 def link_results(shard_results: Path, results_dir: Path, machine: str) -> None:
     """``shard_results/<machine>`` -> ``results_dir/<machine>``: results land in the shared
     directory; the shard's benchmarks.json stays its own (asv rewrites it on every run)."""
-    target = results_dir / machine
+    target = inside(results_dir, machine, what="machine name")
     target.mkdir(parents=True, exist_ok=True)
-    link = shard_results / machine
+    link = inside(shard_results, machine, what="machine name")
     shard_results.mkdir(parents=True, exist_ok=True)
     if link.is_symlink():
         link.unlink()
@@ -736,15 +746,31 @@ def range_arg(repo: Path, range_spec: str | None) -> str:
 # --------------------------------------------------------------------------- the gate
 
 
+def guard_gate_dirs(repo: Path, config: Path | None, pr_dir: Path, out_dir: Path) -> None:
+    """Before anything is written: the PR folder (deleted and rebuilt) must not overlap the
+    results, records, site or repository; the report must not land among them."""
+    keep = kept_paths(repo, gate.load_project_conf(config or repo / "asv.conf.json"))
+    check_scratch(pr_dir, keep, "--pr-dir", not_above=[repo])
+    for label, kept in keep.items():
+        if is_within(out_dir, kept):
+            raise PathError(f"--out {out_dir} lies in the {label} {kept}; choose another "
+                            f"folder for gate.md and gate.json")
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     repo = args.repo.resolve()
     pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
     out_dir = (args.out or pr_dir).resolve()
+    try:  # nothing is written anywhere (not even the failure report) past a bad folder
+        guard_gate_dirs(repo, args.config, pr_dir, out_dir)
+    except (gate.GateError, PathError) as err:
+        print(f"gate: {err}", file=sys.stderr)
+        return err.exit_code if isinstance(err, gate.GateError) else gate.EXIT_INCONCLUSIVE
     try:
         th = gate.Thresholds.load(args.thresholds or repo / "thresholds.json")
         plan = read_plan(pr_dir) if args.no_run else measure_sharded(args, repo, pr_dir, th)
         verdicts, case_gpus = analyse_sharded(pr_dir, plan, th)
-    except (gate.GateError, ValueError, ShardError) as err:
+    except (gate.GateError, ValueError, ShardError) as err:  # ValueError: also PathError
         code = err.exit_code if isinstance(err, gate.GateError) else gate.EXIT_INCONCLUSIVE
         print(f"gate: {err}", file=sys.stderr)
         gate._write_failure(out_dir, str(err), code, args.label)
@@ -765,14 +791,21 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 def read_plan(pr_dir: Path) -> dict[str, Any]:
+    """shard-gate.json of the last run (tools/schemas/shard-gate-plan.json)."""
     path = pr_dir / "shard-gate.json"
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError as err:
+    if not path.exists():
         raise gate.GateError(f"no baseline: {path} does not exist (run without --no-run "
-                             f"first)", gate.EXIT_INCONCLUSIVE) from err
-    except json.JSONDecodeError as err:
-        raise gate.GateError(f"{path}: not valid JSON ({err})", gate.EXIT_INCONCLUSIVE) from err
+                             f"first)", gate.EXIT_INCONCLUSIVE)
+    try:
+        return load_json(path, "shard-gate-plan")
+    except ConfigError as err:
+        raise gate.GateError(str(err), gate.EXIT_INCONCLUSIVE) from err
+
+
+def write_plan(pr_dir: Path, plan: dict[str, Any]) -> None:
+    from harness.record import atomic_write_json
+
+    atomic_write_json(pr_dir / "shard-gate.json", plan)
 
 
 def measure_sharded(args: argparse.Namespace, repo: Path, pr_dir: Path,
@@ -786,9 +819,11 @@ def measure_sharded(args: argparse.Namespace, repo: Path, pr_dir: Path,
     base, how = gate.resolve_base(repo, head, args.base, main_branch)
     if not args.bench and not ctx.cpu_only:
         args.bench = gate.pr_subset(th.path)
-    if pr_dir.exists():
-        shutil.rmtree(pr_dir)
-    pr_dir.mkdir(parents=True)
+    # the gate's own scratch: never the results, records, site or repository
+    keep = kept_paths(repo, ctx.conf)
+    remove_scratch(pr_dir, keep, "--pr-dir", own_files=("gate-state.json", "shard-gate.json"),
+                   not_above=[repo])
+    make_scratch(pr_dir, keep, "--pr-dir", not_above=[repo])
     # The gate reads the recorded assignment and never writes the published one.
     shard_map, _, shards = prepare(ctx, args, pr_dir / "discover" / "results", save=False)
     save_map(pr_dir / "assignment.shardmap", shard_map)
@@ -799,7 +834,7 @@ def measure_sharded(args: argparse.Namespace, repo: Path, pr_dir: Path,
             "shards": [{"label": s.gpu.label, "uuid": s.gpu.uuid, "index": s.gpu.index,
                         "model": s.gpu.model, "machine": s.machine, "dir": s.gpu.short,
                         "cases": s.cases} for s in shards]}
-    (pr_dir / "shard-gate.json").write_text(json.dumps(plan, indent=1))
+    write_plan(pr_dir, plan)
     settings = {s.gpu.label: _settings(ctx, s, pr_dir) for s in shards}
     states = {s.gpu.label: {"base": base, "head": head, "base_how": how,
                             "machine": s.machine, "hash_length": hash_length,
@@ -832,7 +867,7 @@ def measure_sharded(args: argparse.Namespace, repo: Path, pr_dir: Path,
         run_parallel([s for s in shards if mine[s.gpu.label]], again,
                      lambda s: settings[s.gpu.label].log_path)
         plan["remeasured"] = True
-        (pr_dir / "shard-gate.json").write_text(json.dumps(plan, indent=1))
+        write_plan(pr_dir, plan)
     return plan
 
 
@@ -853,7 +888,7 @@ def analyse_sharded(pr_dir: Path, plan: Mapping[str, Any], th: gate.Thresholds,
     if not plan["shards"]:
         raise gate.GateError("no case was selected on any GPU", gate.EXIT_INCONCLUSIVE)
     for shard in plan["shards"]:
-        shard_dir = pr_dir / shard["dir"]
+        shard_dir = inside(pr_dir, shard["dir"], what="GPU folder", source="shard-gate.json")
         state = gate.read_state(shard_dir)
         where = f"GPU {shard['label']} ({shard['machine']})"
         rounds = gate.round_dirs(shard_dir)
@@ -966,9 +1001,9 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"gpus": cmd_gpus, "plan": cmd_plan, "run": cmd_run, "gate": cmd_gate}
     try:
         return handlers[args.command](args)
-    except (ShardError, gate.GateError) as err:
+    except (ShardError, gate.GateError, PathError) as err:
         print(f"shard: {err}", file=sys.stderr)
-        return 2 if isinstance(err, ShardError) else err.exit_code
+        return err.exit_code if isinstance(err, gate.GateError) else 2
 
 
 if __name__ == "__main__":

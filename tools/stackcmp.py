@@ -46,6 +46,7 @@ from tools.gate import (
     Thresholds,
     Verdict,
 )
+from tools.paths import inside
 
 REPORT_TITLE = "### Stack comparison"
 
@@ -109,7 +110,9 @@ def read_stack(chosen: StackFile, records_root: Path | None, commit: str,
                meta: dict[str, dict[str, Any]]) -> dict[str, RoundData]:
     _, per_case = gate.read_results_file(chosen.path)
     if records_root is not None:
-        records = gate.read_round_records(records_root / chosen.machine, commit, meta)
+        machine_dir = inside(records_root, chosen.machine, what="machine folder",
+                             source=chosen.path)
+        records = gate.read_round_records(machine_dir, commit, meta)
         for name, data in per_case.items():
             recs = records.get((chosen.env, name))
             if recs and data.status == "ok":
