@@ -13,12 +13,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-RECORD_SCHEMA = "kperf-record-1"
+# 2 (2026-12-01) added energy_per_call_j and, per window, power_limit_w and an energy_j
+# read off the counter's ends; readers take 1 and 2 (tools/gate/asvio.py, tools/site).
+RECORD_SCHEMA = "kperf-record-2"
+# One folder name: no '/', no '..' (tools/paths.py's SAFE_NAME, copied: harness never
+# imports tools). A machine called '../../x' would write records outside the root.
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
 
 
 def record_root() -> Path:
@@ -34,8 +40,16 @@ def params_key(params: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def record_path(benchmark: str, params: dict[str, Any], root: Path | None = None) -> Path:
+def machine_name() -> str:
     machine = os.environ.get("KPERF_MACHINE", "unknown-machine")
+    if not SAFE_NAME.fullmatch(machine):
+        raise ValueError(f"KPERF_MACHINE={machine!r}: a machine name must be one plain folder "
+                         f"name (letters, digits, . _ + -), not a path")
+    return machine
+
+
+def record_path(benchmark: str, params: dict[str, Any], root: Path | None = None) -> Path:
+    machine = machine_name()
     commit = os.environ.get("ASV_COMMIT", "nocommit")[:8]
     env = os.environ.get("ASV_ENV_NAME", "noenv")
     base = (root or record_root()) / machine / f"{commit}-{env}" / benchmark
@@ -64,7 +78,7 @@ def write_record(benchmark: str, params: dict[str, Any], payload: dict[str, Any]
         "schema": RECORD_SCHEMA,
         "benchmark": benchmark,
         "params": params,
-        "machine": os.environ.get("KPERF_MACHINE", "unknown-machine"),
+        "machine": machine_name(),
         "commit": os.environ.get("ASV_COMMIT"),
         "env_name": os.environ.get("ASV_ENV_NAME"),
         **payload,

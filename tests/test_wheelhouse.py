@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 from tools import wheelhouse as wh
 
 KIB = 1024
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _fake_wheels(folder: Path, sizes: dict[str, int]) -> dict[str, bytes]:
@@ -146,3 +149,184 @@ def test_build_dry_run_prints_the_command_with_requirements_file(tmp_path: Path,
     assert f"{sys.executable} -m pip download --only-binary=:all:" in printed
     assert printed.rstrip().endswith("--implementation cp triton==3.3.1 asv==0.6.6")
     assert not (tmp_path / "out").exists(), "a dry run must not write parts"
+
+
+# ----------------------------------------------------------------- faults (docs/reliability.md)
+
+ONE = "a-1.0-py3-none-any.whl"
+
+
+def _parts(tmp_path: Path, sizes: dict[str, int] | None = None) -> tuple[Path, dict]:
+    _fake_wheels(tmp_path / "wheels", sizes or {ONE: 10 * KIB})
+    wh.split(tmp_path / "wheels", tmp_path / "parts", PART)
+    return tmp_path / "parts", json.loads((tmp_path / "parts" / "manifest.json").read_text())
+
+
+def _rewrite(parts: Path, manifest: dict) -> None:
+    (parts / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _leftovers(dest: Path) -> list[str]:
+    return sorted(p.name for p in dest.iterdir()) if dest.exists() else []
+
+
+def test_manifest_path_escape_is_refused_and_nothing_is_written_outside_dest(
+        tmp_path: Path, capsys) -> None:
+    big = "b-1.0-py3-none-any.whl"
+    parts, manifest = _parts(tmp_path, {big: 300 * KIB})  # chunked: joined by name
+    entry = manifest["wheels"][0]
+    assert entry["chunks"], "the escape needs a joined wheel"
+    entry["name"] = "../../x.whl"
+    _rewrite(parts, manifest)
+    dest = tmp_path / "deep" / "er" / "dest"
+    code = wh.main(["restore", "--parts", str(parts), "--dest", str(dest)])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert f"{parts / 'manifest.json'}: field /wheels/0/name: '../../x.whl'" in err, err
+    assert not (tmp_path / "deep" / "x.whl").exists()
+    assert not list(tmp_path.rglob("x.whl")), "a file was written from an escaping name"
+    assert _leftovers(dest) == []
+
+
+@pytest.mark.parametrize(("where", "value"), [
+    (("parts", 0, "name"), "../part-001.tar"),
+    (("parts", 0, "members", 0), "../../evil"),
+    (("wheels", 0, "name"), "/etc/x.whl"),
+    (("wheels", 0, "sha256"), "not-a-digest"),
+    (("part_size",), -1),
+])
+def test_manifest_fields_are_validated_with_the_field_named(tmp_path: Path, where: tuple,
+                                                             value: object) -> None:
+    parts, manifest = _parts(tmp_path)
+    node = manifest
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    _rewrite(parts, manifest)
+    pointer = "/" + "/".join(str(k) for k in where)
+    with pytest.raises(wh.WheelhouseError, match=re.escape(f"field {pointer}:")):
+        wh.restore(parts, tmp_path / "dest")
+    assert _leftovers(tmp_path / "dest") == []
+
+
+@pytest.mark.parametrize("text", ["", '{"schema": "kperf-wheelhouse-1", "parts": [',
+                                  "\x00\xff\xfe garbage", '{"schema": "kperf-wheelhouse-1", '
+                                  '"part_size": NaN, "parts": [], "wheels": []}'])
+def test_truncated_or_corrupt_manifest_is_an_error_naming_it(tmp_path: Path, text: str,
+                                                            capsys) -> None:
+    parts, _ = _parts(tmp_path)
+    (parts / "manifest.json").write_bytes(text.encode("utf-8", "surrogateescape")
+                                          if "\xff" not in text else b"\x00\xff\xfe garbage")
+    code = wh.main(["restore", "--parts", str(parts), "--dest", str(tmp_path / "dest")])
+    err = capsys.readouterr().err
+    assert code == 2 and str(parts / "manifest.json") in err, err
+    assert _leftovers(tmp_path / "dest") == []
+
+
+def test_wrong_wheel_digest_leaves_no_wheel_and_keeps_a_good_one(tmp_path: Path) -> None:
+    parts, manifest = _parts(tmp_path)
+    dest = tmp_path / "dest"
+    good = wh.restore(parts, dest)[0].read_bytes()  # a first restore put the good wheel
+    manifest["wheels"][0]["sha256"] = "0" * 64
+    _rewrite(parts, manifest)
+    with pytest.raises(wh.WheelhouseError, match=r"sha256 differs .*/wheels/0/sha256"):
+        wh.restore(parts, dest)
+    assert _leftovers(dest) == [ONE] and (dest / ONE).read_bytes() == good
+    (dest / ONE).unlink()
+    with pytest.raises(wh.WheelhouseError, match="sha256 differs"):
+        wh.restore(parts, dest)
+    assert _leftovers(dest) == [], "a wheel whose sha256 differs was left in --dest"
+
+
+def test_truncated_part_and_missing_member_are_refused(tmp_path: Path) -> None:
+    parts, manifest = _parts(tmp_path)
+    part = parts / "part-001.tar"
+    part.write_bytes(part.read_bytes()[:1500])  # truncated copy: the digest catches it
+    with pytest.raises(wh.WheelhouseError, match=r"part-001\.tar: sha256 differs"):
+        wh.restore(parts, tmp_path / "dest")
+    manifest["parts"][0]["sha256"] = hashlib.sha256(part.read_bytes()).hexdigest()
+    _rewrite(parts, manifest)  # a manifest made for the truncated part: tar says so
+    with pytest.raises(wh.WheelhouseError, match=r"part-001\.tar: not a readable tar part"):
+        wh.restore(parts, tmp_path / "dest")
+    parts, manifest = _parts(tmp_path / "again")
+    manifest["wheels"][0]["chunks"] = ["a-1.0-py3-none-any.whl.chunk000"]
+    _rewrite(parts, manifest)
+    with pytest.raises(wh.WheelhouseError, match=r"/wheels/0/chunks/0: .* is in no part"):
+        wh.restore(parts, tmp_path / "dest")
+    assert _leftovers(tmp_path / "dest") == []
+
+
+def test_full_disk_while_joining_leaves_nothing_partial(tmp_path: Path, monkeypatch) -> None:
+    """ENOSPC simulated by a write that fails half-way (see the tmpfs test for a real one)."""
+    parts, _ = _parts(tmp_path, {"b-1.0-py3-none-any.whl": 300 * KIB})
+    real = wh.shutil.copyfileobj
+
+    def fill(src, dst, *args):
+        dst.write(src.read(1000))
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(wh.shutil, "copyfileobj", fill)
+    with pytest.raises(wh.WheelhouseError, match="No space left on device"):
+        wh.restore(parts, tmp_path / "dest")
+    assert _leftovers(tmp_path / "dest") == []
+    monkeypatch.setattr(wh.shutil, "copyfileobj", real)
+    assert [p.name for p in wh.restore(parts, tmp_path / "dest")] == ["b-1.0-py3-none-any.whl"]
+
+
+UNSHARE = ["unshare", "-rm", "sh", "-c"]
+
+
+def _unshare_works() -> bool:
+    try:
+        return subprocess.run([*UNSHARE, "mount -t tmpfs -o size=64k tmpfs /mnt && true"],
+                              capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` and a tmpfs mount "
+                    "(user namespaces); the monkeypatched ENOSPC test covers the logic")
+def test_full_disk_on_a_real_tiny_tmpfs(tmp_path: Path) -> None:
+    """A 256 KiB tmpfs as --dest (a private mount in a user namespace): a 300 KiB wheel
+    cannot fit; restore fails naming the folder, and the tmpfs holds nothing afterwards."""
+    parts, _ = _parts(tmp_path, {"b-1.0-py3-none-any.whl": 300 * KIB})
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    script = (f"mount -t tmpfs -o size=256k tmpfs {mnt} && cd {REPO} && "
+              f"{sys.executable} -m tools.wheelhouse restore --parts {parts} --dest {mnt}/d; "
+              f"echo rc=$?; ls -A {mnt}/d")
+    out = subprocess.run([*UNSHARE, script], capture_output=True, text=True, timeout=120)
+    assert "rc=2" in out.stdout, out.stdout + out.stderr
+    assert "No space left on device" in out.stderr and f"{mnt}/d" in out.stderr, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "rc=2", "files were left on the full disk"
+
+
+KILL_DRIVER = """
+import os, signal, sys
+from pathlib import Path
+from tools import wheelhouse as wh
+real = wh.shutil.copyfileobj
+def interrupted(src, dst, *a):
+    dst.write(src.read(1000)); dst.flush()
+    os.kill(os.getpid(), getattr(signal, sys.argv[3]))
+    real(src, dst, *a)
+wh.shutil.copyfileobj = interrupted
+sys.exit(wh.main(["restore", "--parts", sys.argv[1], "--dest", sys.argv[2]]))
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_restore_interrupted_mid_wheel_leaves_no_partial_wheel(tmp_path: Path, sig: str) -> None:
+    parts, manifest = _parts(tmp_path, {"b-1.0-py3-none-any.whl": 300 * KIB, ONE: 10 * KIB})
+    dest = tmp_path / "dest"
+    proc = subprocess.run([sys.executable, "-c", KILL_DRIVER, str(parts), str(dest), sig],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0, proc.stderr
+    digests = {w["name"]: w["sha256"] for w in manifest["wheels"]}
+    for wheel in dest.glob("*.whl"):  # whatever pip could see is whole and checked
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == digests[wheel.name]
+    stale = [p.name for p in dest.iterdir() if not p.name.endswith(".whl")]
+    assert stale == ([] if sig == "SIGINT" else stale), stale  # SIGKILL: cleaned next time
+    restored = wh.restore(parts, dest)
+    assert sorted(p.name for p in restored) == sorted(digests)
+    assert _leftovers(dest) == sorted(digests), "a stale staging folder survived a restore"

@@ -7,12 +7,13 @@ or a test.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,11 +70,17 @@ def run_asv(args: list[str], env: dict[str, str], repo: Path = REPO,
                               stderr=subprocess.STDOUT)
 
 
-def write_hashfile(shas: Sequence[str]) -> str:
-    """A file of commit hashes, for asv's ``HASHFILE:`` revision argument."""
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write("\n".join(shas) + "\n")
-    return f.name
+@contextlib.contextmanager
+def write_hashfile(shas: Sequence[str]) -> Iterator[str]:
+    """A file of commit hashes, for asv's ``HASHFILE:`` revision argument, removed when
+    the ``with`` block ends, also on an error or Ctrl-C (only SIGKILL can leave it)."""
+    fd, path = tempfile.mkstemp(prefix="kperf-hashes-", suffix=".txt")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("\n".join(shas) + "\n")
+        yield path
+    finally:
+        Path(path).unlink(missing_ok=True)
 
 
 def publish_site(env: dict[str, str], repo: Path, config_args: Sequence[str],

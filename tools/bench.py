@@ -45,12 +45,13 @@ def main(argv: list[str] | None = None) -> int:
               "gfx942 / sm_90a static figures). GPU timings need a CUDA or ROCm GPU.")
     env = asv_env(info["machine"], cpu_only=not gpu)
 
-    run_args = ["run", "--machine", info["machine"], "--record-samples", "--show-stderr",
-                f"HASHFILE:{write_hashfile(commits(args.range))}"]
-    for regex in benches:
-        run_args += ["-b", regex]
-    return run_and_publish(run_args, env, REPO, [], REPO / "html", REPO / ".asv" / "records",
-                           publish=not args.no_publish)
+    with write_hashfile(commits(args.range)) as hashfile:
+        run_args = ["run", "--machine", info["machine"], "--record-samples", "--show-stderr",
+                    f"HASHFILE:{hashfile}"]
+        for regex in benches:
+            run_args += ["-b", regex]
+        return run_and_publish(run_args, env, REPO, [], REPO / "html",
+                               REPO / ".asv" / "records", publish=not args.no_publish)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from tools.gate import asvio
 from tools.gate.errors import GateError
+from tools.paths import PathError, check_scratch, kept_paths, safe_name
 
 FOUND = re.compile(r"Greatest (regression|improvement) found: ([0-9a-f]{6,40})")
 
@@ -75,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         good = asvio.git(repo, "rev-parse", f"{args.good}^{{commit}}")
         bad = asvio.git(repo, "rev-parse", f"{args.bad}^{{commit}}")
         scratch = (args.results_dir or repo / ".asv" / "bisect-results").resolve()
-        asvio.guard_scratch(scratch, conf, repo)
-        machine = asvio.ensure_machine(args.machine)
-    except GateError as err:
+        check_scratch(scratch, kept_paths(repo, conf), "--results-dir", not_above=[repo])
+        machine = safe_name(asvio.ensure_machine(args.machine), "--machine")
+    except (GateError, PathError) as err:
         print(f"bisect: {err}", file=sys.stderr)
         return 2
     derived = asvio.derived_config(conf, repo, scratch)

@@ -24,6 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tools.config import ConfigError, load_json, parse_json, validate
+from tools.paths import safe_name
+
 PROBE = r"""
 import json, sys
 out = {}
@@ -61,7 +64,9 @@ def probe_stack(python: str = sys.executable) -> dict[str, Any]:
                          timeout=300)
     if out.returncode != 0:
         raise RuntimeError(f"stack probe failed ({python}): {out.stderr.strip()[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    source = f"stack probe of {python}"
+    lines = out.stdout.strip().splitlines()
+    return validate(parse_json(lines[-1] if lines else "", source), "stack-probe", source)
 
 
 def rocm_version() -> str:
@@ -182,7 +187,7 @@ def _gather(name: str | None, python: str | None = None
     gpu_part = _slug(info["gpu"]) if stack.get("gpu") else "cpu"
     uuid = str(info.get("gpu_uuid", ""))
     uuid_part = f"-{_slug(uuid)[-8:]}" if uuid else ""
-    info["machine"] = name or f"{_slug(host)}-{gpu_part}{uuid_part}"
+    info["machine"] = safe_name(name or f"{_slug(host)}-{gpu_part}{uuid_part}", "machine name")
     return {k: str(v) for k, v in info.items()}, state, stack
 
 
@@ -192,7 +197,7 @@ def describe(name: str | None = None, python: str | None = None,
     ``stack``: name the machine after the GPU model and stack unless ``name`` is given."""
     info = _gather(name, python)[0]
     if stack and not name:
-        info["machine"] = stack_name(info)
+        info["machine"] = safe_name(stack_name(info), "machine name (from the stack)")
     return info
 
 
@@ -275,27 +280,33 @@ def write_machine_file(info: dict[str, str], path: Path | None = None) -> Path:
 
     Shards of a multi-GPU run write their entries at the same time, and asv processes read
     the file meanwhile: the read-modify-write holds an exclusive lock, and the new content
-    replaces the file atomically from a temporary file of its own.
+    replaces the file atomically from a temporary file of its own (a full disk or a kill
+    leaves the old file whole). The file is checked against tools/schemas/machine-file.json
+    first: a corrupt one is an error naming it, never overwritten.
     """
     import fcntl
     import tempfile
 
     path = path or machine_file()
+    safe_name(info.get("machine"), "machine name")
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        data: dict[str, Any] = {"version": 1}
-        if path.exists():
-            try:
-                data = json.loads(path.read_text())
-            except json.JSONDecodeError as err:
-                raise SystemExit(f"{path}: not valid JSON ({err}); fix or remove it") from err
+        try:
+            data: dict[str, Any] = load_json(path, "machine-file", missing_ok=True) \
+                or {"version": 1}
+        except ConfigError as err:
+            raise SystemExit(f"{err}; fix or remove it") from err
         data[info["machine"]] = info
         data["version"] = 1
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(data, indent=4, sort_keys=True))
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(json.dumps(data, indent=4, sort_keys=True))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return path
 
 
@@ -360,10 +371,11 @@ def describe_gpu(index: int, name: str | None = None) -> dict[str, str]:
         raise RuntimeError(f"describing GPU {index} failed: {out.stderr.strip()[-2000:]}")
     try:
         said = json.loads(out.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError) as err:
+        info, stack = said["info"], said["stack"]
+    except (ValueError, IndexError, KeyError, TypeError) as err:
         raise RuntimeError(f"describing GPU {index}: no JSON in its output "
                            f"{out.stdout[-500:]!r}") from err
-    info, stack = said["info"], said["stack"]
+    safe_name(info.get("machine"), f"machine name of GPU {index}")
     torch_uuid = _hex(stack.get("gpu_torch_uuid", "")) if not stack.get("hip") else ""
     if torch_uuid and _hex(info.get("gpu_uuid", "")) not in ("", torch_uuid):
         raise RuntimeError(f"GPU {index}: torch sees UUID {torch_uuid} but the telemetry "

@@ -37,7 +37,9 @@ from typing import Any
 from tools import asvrun
 from tools import machine as machine_tool
 from tools.asvrun import CPU_SUITES, REPO, asv_env, write_hashfile
+from tools.config import ConfigError, parse_json, validate
 from tools.gate.asvio import derived_config, load_project_conf
+from tools.paths import PathError, inside
 
 MATRIX_DIR = Path(".asv") / "matrix"
 
@@ -85,7 +87,14 @@ def probe_sites(python: str) -> dict[str, Any]:
         raise MatrixError(f"--stack-python {python}: cannot run it ({err})") from err
     if out.returncode != 0:
         raise MatrixError(f"--stack-python {python}: probe failed: {out.stderr.strip()[-500:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    # the directories go into a .pth file of every asv environment: one absolute path
+    # per line, nothing else (tools/schemas/site-probe.json)
+    source = f"--stack-python {python} (site probe)"
+    lines = out.stdout.strip().splitlines()
+    try:
+        return validate(parse_json(lines[-1] if lines else "", source), "site-probe", source)
+    except ConfigError as err:
+        raise MatrixError(str(err)) from err
 
 
 def stack_env(machine: str, sites: dict[str, Any], stack_python: str, repo: Path,
@@ -193,18 +202,19 @@ def run_and_publish(conf_path: Path, env: dict[str, str], args: argparse.Namespa
     """asv run of ``args.commit`` in every environment of ``conf_path``, then its site."""
     shas = [subprocess.check_output(["git", "rev-parse", f"{r}^{{commit}}"], cwd=args.repo,
                                     text=True).strip() for r in args.commit]
-    run_args = ["run", f"HASHFILE:{write_hashfile(shas)}", "--machine", machine,
-                "--record-samples", "--show-stderr"]
-    if args.interleave:
-        run_args.append("--interleave-rounds")
-    for regex in args.bench or ([CPU_SUITES] if cpu_only else []):
-        run_args += ["-b", regex]
-    for attribute in args.attribute or []:
-        run_args += ["-a", attribute]
-    html_dir = Path(json.loads(conf_path.read_text())["html_dir"])
-    return asvrun.run_and_publish(run_args, env, args.repo, ["--config", str(conf_path)],
-                                  html_dir, Path(env["KPERF_RECORD_DIR"]),
-                                  publish=not args.no_publish)
+    with write_hashfile(shas) as hashfile:
+        run_args = ["run", f"HASHFILE:{hashfile}", "--machine", machine,
+                    "--record-samples", "--show-stderr"]
+        if args.interleave:
+            run_args.append("--interleave-rounds")
+        for regex in args.bench or ([CPU_SUITES] if cpu_only else []):
+            run_args += ["-b", regex]
+        for attribute in args.attribute or []:
+            run_args += ["-a", attribute]
+        html_dir = Path(json.loads(conf_path.read_text())["html_dir"])
+        return asvrun.run_and_publish(run_args, env, args.repo, ["--config", str(conf_path)],
+                                      html_dir, Path(env["KPERF_RECORD_DIR"]),
+                                      publish=not args.no_publish)
 
 
 def cmd_pip(args: argparse.Namespace) -> int:
@@ -240,7 +250,8 @@ def image_config(conf: dict[str, Any], repo: Path, machine: str, python: str) ->
     out = derived_config(conf, repo, results.parent)
     out["results_dir"] = str(results)
     out["html_dir"] = str((repo / conf.get("html_dir", "html")).resolve())
-    out["env_dir"] = str((repo / ".asv" / "env-stacks" / machine).resolve())
+    out["env_dir"] = str(inside(repo / ".asv" / "env-stacks", machine,
+                                what="machine name").resolve())
     out["pythons"] = [python]
     return out
 
@@ -252,7 +263,8 @@ def cmd_image(args: argparse.Namespace) -> int:
     info = write_machine(args, args.stack_python, [], stack=True)
     cpu_only = info["gpu"] == "none"
     results = (repo / conf.get("results_dir", "results")).resolve()
-    conf_path = repo / MATRIX_DIR / f"image-{info['machine']}.asv.conf.json"
+    conf_path = inside(repo / MATRIX_DIR, f"image-{info['machine']}.asv.conf.json",
+                       what="machine name")
     conf_path.parent.mkdir(parents=True, exist_ok=True)
     conf_path.write_text(json.dumps(image_config(conf, repo, info["machine"], sites["python"]),
                                     indent=2))
@@ -309,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"pip": cmd_pip, "image": cmd_image, "sites": cmd_sites}
     try:
         return handlers[args.mode](args)
-    except MatrixError as err:
+    except (MatrixError, PathError) as err:
         print(f"matrix: {err}", file=sys.stderr)
         return 2
 

@@ -50,6 +50,11 @@ def _within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+def is_within(path: Path, root: Path) -> bool:
+    """``path`` is ``root`` or lies under it (links resolved)."""
+    return _within(path.resolve(), root.resolve())
+
+
 def overlaps(a: Path, b: Path) -> bool:
     a, b = a.resolve(), b.resolve()
     return _within(a, b) or _within(b, a)

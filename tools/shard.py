@@ -34,7 +34,6 @@ import itertools
 import json
 import os
 import re
-import shutil
 import sys
 import threading
 import time
@@ -46,12 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from tools import machine as machine_tool
-from tools.config import ConfigError
+from tools.config import ConfigError, load_json
 from tools.gate import asvio, report
 from tools.gate.cli import add_gate_options
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_GATE_ERROR, GateError
 from tools.gate.sequential import exit_code
+from tools.paths import PathError, inside, make_scratch, remove_scratch
 
 SCHEMA = "kperf-shards-1"
 METHOD = "rendezvous-sha256"
@@ -256,19 +256,13 @@ def shard_file(results_dir: Path, host: str) -> Path:
 
 
 def load_map(path: Path) -> ShardMap | None:
-    if not path.exists():
-        return None
+    """The recorded assignment (tools/schemas/shardmap.json), or None if there is none."""
     try:
-        raw = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ShardError(f"{path}: not valid JSON ({err})") from err
-    if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
-        raise ShardError(f"{path}: schema must be {SCHEMA!r}")
-    if raw.get("method") != METHOD:
-        raise ShardError(f"{path}: method {raw.get('method')!r} is not {METHOD!r}")
-    for key, kind in (("host", str), ("gpus", dict), ("cases", dict), ("history", list)):
-        if not isinstance(raw.get(key), kind):
-            raise ShardError(f"{path}: field {key!r} must be a {kind.__name__}")
+        raw = load_json(path, "shardmap", missing_ok=True)
+    except ConfigError as err:
+        raise ShardError(str(err)) from err
+    if raw is None:
+        return None
     for case, uuid in raw["cases"].items():
         if uuid not in raw["gpus"]:
             raise ShardError(f"{path}: case {case!r} is assigned to {uuid!r}, which is not "
@@ -470,7 +464,10 @@ class Shard:
     def _private_home(self) -> Path:
         home = self.work_dir / "home"
         shared = machine_tool.machine_file()
-        entries = json.loads(shared.read_text()) if shared.exists() else {}
+        try:
+            entries = load_json(shared, "machine-file", missing_ok=True) or {}
+        except ConfigError as err:
+            raise ShardError(str(err)) from err
         if self.machine not in entries:
             raise ShardError(f"{shared}: no entry for machine {self.machine!r}")
         machine_tool.write_machine_file(entries[self.machine], home / ".asv-machine.json")
@@ -492,7 +489,7 @@ def build_shards(shard_map: ShardMap, gpus: Sequence[Gpu], selected: Sequence[st
         if cases:
             out.append(Shard(g, shard_map.gpus[g.uuid]["machine"], cases,
                              shard_regexes(cases, per_bench),
-                             repo / ".asv" / "shards" / g.short))
+                             inside(repo / ".asv" / "shards", g.short, what="GPU folder")))
     return out
 
 
@@ -523,7 +520,8 @@ def discover(repo: Path, conf: Mapping[str, Any], results_dir: Path,
     """
     from tools.asvrun import asv_env, run_asv
 
-    work = results_dir.parent / f".discover-{os.getpid()}"
+    work = make_scratch(results_dir.parent / f".discover-{os.getpid()}",
+                        {"results": results_dir}, "discovery scratch")
     try:
         conf_path = config_for(conf, repo, work, results_dir=results_dir)
         args = ["--config", str(conf_path), "run", "-E", "existing:same", "--bench",
@@ -534,9 +532,12 @@ def discover(repo: Path, conf: Mapping[str, Any], results_dir: Path,
         if rc != 0 or not path.exists():
             raise ShardError(f"discovering the benchmarks failed (asv exit {rc}):\n"
                              f"{_tail(log)}")
-        return json.loads(path.read_text())
+        try:
+            return json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ShardError(f"{path}: not valid JSON, truncated or corrupt ({err})") from err
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_scratch(work, {"results": results_dir}, "discovery scratch")
 
 
 def _tail(path: Path, lines: int = 40) -> str:
@@ -549,9 +550,9 @@ def _tail(path: Path, lines: int = 40) -> str:
 def link_results(shard_results: Path, results_dir: Path, machine: str) -> None:
     """``shard_results/<machine>`` -> ``results_dir/<machine>``: results land in the shared
     directory; the shard's benchmarks.json stays its own (asv rewrites it on every run)."""
-    target = results_dir / machine
+    target = inside(results_dir, machine, what="machine name")
     target.mkdir(parents=True, exist_ok=True)
-    link = shard_results / machine
+    link = inside(shard_results, machine, what="machine name")
     shard_results.mkdir(parents=True, exist_ok=True)
     if link.is_symlink():
         link.unlink()
@@ -750,6 +751,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
     repo = args.repo.resolve()
     pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
     out_dir = (args.out or pr_dir).resolve()
+    try:  # nothing is written anywhere (not even the failure report) past a bad folder
+        conf = asvio.load_project_conf(args.config or repo / "asv.conf.json")
+        asvio.guard_gate_dirs(repo, conf, pr_dir, out_dir)
+    except (GateError, PathError) as err:
+        print(f"gate: {err}", file=sys.stderr)
+        return err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
     try:
         th = Thresholds.load(args.thresholds or repo / "thresholds.json")
         if args.no_run or args.resume:
@@ -759,9 +766,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
                     else gate_cli.plan_of(state, repo, pr_dir))
             state = gate_cli.measure(plan, th, args.resume)
         verdicts = gate_cli.decide(pr_dir, state, th)
-    except (GateError, ConfigError, ShardError) as err:
+    except (GateError, ConfigError, ShardError, PathError) as err:
         code = err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
-        return gate_cli._fail(out_dir, str(err), code, args.label)
+        return gate_cli.fail(out_dir, str(err), code, args.label)
     code = exit_code(verdicts)
     case_gpus = {name: lane["label"] for lane in state["lanes"] for name in lane["cases"]}
     info = gate_cli.info_of(state, verdicts, th)
@@ -852,9 +859,9 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"gpus": cmd_gpus, "plan": cmd_plan, "run": cmd_run, "gate": cmd_gate}
     try:
         return handlers[args.command](args)
-    except (ShardError, GateError) as err:
+    except (ShardError, GateError, PathError) as err:
         print(f"shard: {err}", file=sys.stderr)
-        return 2 if isinstance(err, ShardError) else err.exit_code
+        return err.exit_code if isinstance(err, GateError) else 2
 
 
 if __name__ == "__main__":

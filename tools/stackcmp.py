@@ -41,6 +41,7 @@ from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_BROKEN, EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, STATUS, GateError
 from tools.gate.model import Block, CaseData, Verdict
 from tools.gate.sequential import exit_code, finalise, replay
+from tools.paths import inside
 
 REPORT_TITLE = "### Stack comparison"
 
@@ -104,7 +105,9 @@ def read_stack(chosen: StackFile, records_root: Path | None, commit: str,
                meta: dict[str, dict[str, Any]]) -> dict[str, Block]:
     _, per_case = asvio.read_results_file(chosen.path)
     if records_root is not None:
-        records = asvio.read_records(records_root / chosen.machine, commit, meta)
+        machine_dir = inside(records_root, chosen.machine, what="machine folder",
+                             source=chosen.path)
+        records = asvio.read_records(machine_dir, commit, meta)
         for name, block in per_case.items():
             recs = records.get((chosen.env, name))
             if recs and block.status == "ok":

@@ -67,14 +67,16 @@ def _or_bits(values: list[int]) -> int | None:
     return out
 
 
-def benign_bits(thresholds: Path | None = None) -> dict[str, int]:
-    """Throttle bits that are the normal state under load, per backend (thresholds.json):
-    a power-capped GEMM always carries NVML's SwPowerCap, and that is not news."""
+def environment_bits(thresholds: Path | None = None) -> dict[str, int]:
+    """Throttle bits that mean heat, a hardware slowdown or an outside clock setting, per
+    backend: thresholds.json's ``throttle_bits.environment``, parsed as the gate parses it
+    (tools/gate/config.py). The power cap a big GEMM lives at is not among them."""
+    from tools.gate.config import Thresholds
+
     path = thresholds or Path(__file__).resolve().parent.parent / "thresholds.json"
     try:
-        raw = json.loads(path.read_text()).get("benign_throttle_bits", {})
-        return {k: int(v, 16) for k, v in raw.items() if k != "doc" and isinstance(v, str)}
-    except (OSError, ValueError, AttributeError):
+        return dict(Thresholds.load(path).environment_bits)
+    except ValueError:
         return {}
 
 
@@ -83,7 +85,7 @@ def _num(value: Any) -> float | None:
         else None
 
 
-def summarize_record(rec: dict[str, Any], benign: dict[str, int] | None = None
+def summarize_record(rec: dict[str, Any], environment: dict[str, int] | None = None
                      ) -> dict[str, Any] | None:
     """One page row from one record; None for records without a timed measurement."""
     m = rec.get("measurement")
@@ -141,7 +143,7 @@ def summarize_record(rec: dict[str, Any], benign: dict[str, int] | None = None
         "gbps": _num(rec.get("gbps")),
         "throttle_bits_or": bits,
         "throttle_names": throttle_names(backend, reason, bits),
-        "throttle_unusual": (bits & ~(benign or {}).get(backend, 0)) if bits else 0,
+        "throttle_unusual": (bits & (environment or {}).get(backend, 0)) if bits else 0,
         "per_sample": [
             {"time_s": samples[i] if i < len(samples) else None,
              "sm_clock_median_mhz": w.get("sm_clock_mhz_median"),
@@ -163,11 +165,11 @@ def _known(windows: list[dict[str, Any]], key: str) -> list[float]:
 
 def rows_of(records: list[dict[str, Any]], notes: data.Notes | None = None
             ) -> list[dict[str, Any]]:
-    benign = benign_bits()
+    environment = environment_bits()
     rows = []
     for rec in records:
         try:
-            row = summarize_record(rec, benign)
+            row = summarize_record(rec, environment)
         except (TypeError, ValueError, AttributeError) as err:
             if notes is not None:
                 notes.add(str(rec.get("_source", "?")), f"cannot be summarized ({err}): skipped")
@@ -194,9 +196,9 @@ BODY = """
 SM/GFX clock (median over the samples' window medians, and the lowest reading), memory
 clock, hottest temperature, mean power, power limit, energy per call and the OR of
 throttle bits over all samples. Click a row for its samples. Orange: the clock fell below
-90% of its median during the run, or a throttle bit beyond the normal state under load was
-set (benign bits, such as the power cap a big GEMM lives at, are listed in
-thresholds.json); red: a thermal or hardware slowdown bit. Compare clocks with the
+90% of its median during the run, or a bit of heat, a hardware slowdown or an outside clock
+setting was set (thresholds.json's <code>throttle_bits.environment</code>, as the gate reads
+it; the power cap a big GEMM lives at is not one); red: a thermal or hardware slowdown bit. Compare clocks with the
 baseline's, not with the maximum. A dash is a value this record does not hold; hover it
 for the reason.</p>
 __NOTES__

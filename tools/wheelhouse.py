@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -30,6 +31,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tools.config import ConfigError, load_json
+from tools.paths import SCRATCH_MARKER, PathError, inside
 
 MANIFEST_SCHEMA = "kperf-wheelhouse-1"
 BLOCK = 512
@@ -175,53 +179,124 @@ def split(wheel_dir: Path, out_dir: Path, max_bytes: int) -> dict[str, Any]:
         entry["parts"] = sorted({where[n] for n in names})
     manifest = {"schema": MANIFEST_SCHEMA, "part_size": max_bytes, "parts": parts,
                 "wheels": sorted(entries.values(), key=lambda e: e["name"])}
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    _write_atomic(out_dir / "manifest.json", json.dumps(manifest, indent=1))
     return manifest
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Readers see the old file or the new one, never half of one (a full disk, a kill)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 # --------------------------------------------------------------------------- restoring
 
 
 def load_manifest(parts_dir: Path) -> dict[str, Any]:
+    """manifest.json, checked against tools/schemas/wheelhouse-manifest.json (every name a
+    plain file name, every digest 64 hex digits) and for consistency: each wheel's files
+    are members of the parts listed."""
     path = parts_dir / "manifest.json"
     try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError as err:
-        raise WheelhouseError(f"{path}: manifest not found") from err
-    except json.JSONDecodeError as err:
-        raise WheelhouseError(f"{path}: not valid JSON ({err})") from err
-    if manifest.get("schema") != MANIFEST_SCHEMA:
-        raise WheelhouseError(f"{path}: schema must be {MANIFEST_SCHEMA!r}")
+        manifest = load_json(path, "wheelhouse-manifest")
+    except ConfigError as err:
+        raise WheelhouseError(str(err)) from err
+    members = {m for part in manifest["parts"] for m in part["members"]}
+    seen: set[str] = set()
+    for index, wheel in enumerate(manifest["wheels"]):
+        where = f"{path}: field /wheels/{index}"
+        if wheel["name"] in seen:
+            raise WheelhouseError(f"{where}/name: {wheel['name']!r} is listed twice")
+        seen.add(wheel["name"])
+        for k, name in enumerate(wheel["chunks"] or [wheel["name"]]):
+            if name not in members:
+                field_name = f"chunks/{k}" if wheel["chunks"] else "name"
+                raise WheelhouseError(f"{where}/{field_name}: {name!r} is in no part's members")
     return manifest
 
 
+STAGING_PREFIX = ".kperf-wheelhouse-staging-"
+
+
+def _clear_stale_staging(dest: Path) -> None:
+    """Staging folders of a restore that was killed (SIGKILL, power loss): ours by name
+    and marker, and never holding a finished wheel (those are moved out when checked)."""
+    for stale in dest.glob(STAGING_PREFIX + "*"):
+        if stale.is_dir() and not stale.is_symlink() and (
+                (stale / SCRATCH_MARKER).is_file() or not any(stale.iterdir())):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
 def restore(parts_dir: Path, dest: Path) -> list[Path]:
-    """Check and unpack every part, join chunked wheels, check every wheel's sha256."""
+    """Check and unpack every part, join chunked wheels, check every wheel's sha256.
+
+    A wheel reaches ``dest`` only whole and checked: it is assembled in a staging folder
+    inside ``dest`` and renamed into place after its sha256 matched, so an interrupted or
+    failed restore never leaves a partial or wrong wheel where pip would find it.
+    """
     manifest = load_manifest(parts_dir)
+    mpath = parts_dir / "manifest.json"
     dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="kperf-wheelhouse-", dir=dest) as tmp:
-        staging = Path(tmp)
-        for part in manifest["parts"]:
-            path = parts_dir / part["name"]
-            if not path.exists():
-                raise WheelhouseError(f"{path}: part missing (listed in manifest.json)")
+    _clear_stale_staging(dest)
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=dest))
+    try:
+        try:
+            (staging / SCRATCH_MARKER).write_text("tools.wheelhouse restore staging\n")
+        except OSError as err:
+            raise WheelhouseError(f"{dest}: cannot write ({err.strerror or err})") from err
+        unpacked = staging / "parts"
+        joined = staging / "wheels"
+        unpacked.mkdir()
+        joined.mkdir()
+        for index, part in enumerate(manifest["parts"]):
+            path = inside(parts_dir, part["name"], what="part name",
+                          source=f"{mpath}: field /parts/{index}/name")
+            if not path.is_file():
+                raise WheelhouseError(f"{path}: part missing (listed in {mpath} "
+                                      f"/parts/{index})")
             if sha256_of(path) != part["sha256"]:
                 raise WheelhouseError(f"{path}: sha256 differs from manifest.json (corrupt copy)")
-            with tarfile.open(path) as tar:
-                tar.extractall(staging, filter="data")
+            try:
+                with tarfile.open(path) as tar:
+                    tar.extractall(unpacked, filter="data")
+            except (tarfile.TarError, EOFError) as err:
+                raise WheelhouseError(f"{path}: not a readable tar part ({err})") from err
+            except OSError as err:  # a full disk while unpacking
+                raise WheelhouseError(f"{path}: cannot unpack into {dest} "
+                                      f"({err.strerror or err}); nothing partial was left "
+                                      f"there") from err
         out = []
-        for wheel in manifest["wheels"]:
+        for index, wheel in enumerate(manifest["wheels"]):
             target = dest / wheel["name"]
-            if wheel["chunks"]:
-                with target.open("wb") as joined:
-                    for chunk in wheel["chunks"]:
-                        with (staging / chunk).open("rb") as piece:
-                            shutil.copyfileobj(piece, joined)
-            else:
-                shutil.move(str(staging / wheel["name"]), target)
-            if sha256_of(target) != wheel["sha256"]:
-                raise WheelhouseError(f"{target}: sha256 differs from manifest.json")
+            assembled = joined / wheel["name"]
+            try:
+                with assembled.open("wb") as sink:
+                    for k, name in enumerate(wheel["chunks"] or [wheel["name"]]):
+                        piece = unpacked / name
+                        if not piece.is_file():
+                            raise WheelhouseError(
+                                f"{mpath}: field /wheels/{index}/"
+                                f"{f'chunks/{k}' if wheel['chunks'] else 'name'}: {name!r} "
+                                f"is not in the parts that were unpacked")
+                        with piece.open("rb") as src:
+                            shutil.copyfileobj(src, sink)
+                        piece.unlink()  # frees the space as the wheel grows
+            except OSError as err:
+                raise WheelhouseError(f"{target}: cannot write ({err.strerror or err}); "
+                                      f"nothing partial was left in {dest}") from err
+            if sha256_of(assembled) != wheel["sha256"]:
+                raise WheelhouseError(f"{target}: sha256 differs from {mpath} "
+                                      f"/wheels/{index}/sha256; not restored")
+            os.replace(assembled, target)
             out.append(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return out
 
 
@@ -298,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wheelhouse: {len(restored)} wheels in {args.dest}; point pip at them with\n"
               f"  export PIP_NO_INDEX=1 PIP_FIND_LINKS={args.dest.resolve()}")
         return 0
-    except WheelhouseError as err:
+    except (WheelhouseError, PathError) as err:
         print(f"wheelhouse: {err}", file=sys.stderr)
         return 2
 

@@ -248,32 +248,29 @@ def derived_config(conf: dict[str, Any], repo: Path, round_dir: Path) -> dict[st
     return out
 
 
-def protected_dirs(conf: dict[str, Any], repo: Path) -> list[Path]:
-    """What no scratch folder of the gate may overlap: the history and the site."""
-    return [(repo / conf.get("results_dir", "results")).resolve(),
-            (repo / ".asv" / "records").resolve(),
-            (repo / conf.get("html_dir", "html")).resolve(), repo.resolve()]
+def guard_gate_dirs(repo: Path, conf: dict[str, Any], pr_dir: Path, out_dir: Path) -> None:
+    """Before anything is written: the PR folder (deleted and rebuilt) must not overlap the
+    results, records, site or repository; the report must not land among them."""
+    from tools.paths import PathError, check_scratch, is_within, kept_paths
 
-
-def guard_scratch(scratch: Path, conf: dict[str, Any], repo: Path) -> None:
-    """Refuse a PR directory that is, holds or lies inside results, records or the site."""
-    scratch = scratch.resolve()
-    for kept in protected_dirs(conf, repo):
-        inside = kept == scratch or kept in scratch.parents
-        if kept == repo.resolve():
-            inside = scratch == kept  # the repository may hold the scratch, not be it
-        if inside or scratch in kept.parents:
-            raise GateError(f"--pr-dir {scratch} overlaps {kept}; the gate only writes and "
-                            f"deletes its own scratch folder")
+    keep = kept_paths(repo, conf)
+    check_scratch(pr_dir, keep, "--pr-dir", not_above=[repo])
+    for label, kept in keep.items():
+        if is_within(out_dir, kept):
+            raise PathError(f"--out {out_dir} lies in the {label} {kept}; choose another "
+                            f"folder for gate.md and gate.json")
 
 
 def ensure_machine(name: str | None) -> str:
     from tools import machine as machine_tool
+    from tools.config import load_json
+    from tools.paths import safe_name
 
     if name:
-        path = machine_tool.machine_file()
-        if path.exists() and name in json.loads(path.read_text()):
+        safe_name(name, "--machine")
+        entries = load_json(machine_tool.machine_file(), "machine-file", missing_ok=True) or {}
+        if name in entries:
             return name
     info = machine_tool.describe(name)
     machine_tool.write_machine_file(info)
-    return info["machine"]
+    return safe_name(info["machine"], "machine name")

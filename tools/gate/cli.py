@@ -41,6 +41,7 @@ from tools.gate.measure import (
 )
 from tools.gate.model import Verdict
 from tools.gate.sequential import exit_code, finalise, replay
+from tools.paths import PathError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +98,6 @@ def gpu_present() -> bool:
 
 def plan_run(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds) -> GatePlan:
     conf = asvio.load_project_conf(args.config or repo / "asv.conf.json")
-    asvio.guard_scratch(pr_dir, conf, repo)
     head = asvio.git(repo, "rev-parse", f"{args.head}^{{commit}}")
     main_branch = args.main_branch or (conf.get("branches") or ["main"])[0]
     base, how = asvio.resolve_base(repo, head, args.base, main_branch)
@@ -114,7 +114,7 @@ def plan_run(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds)
 
 
 def measure(plan: GatePlan, th: Thresholds, resume: bool) -> dict[str, Any]:
-    scratch_dir(plan.pr_dir, fresh=not resume)
+    scratch_dir(plan, fresh=not resume)
     state = plan.state()
     write_state(plan.pr_dir, {**state, "status": "building"})
     started = time.time()
@@ -196,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     repo = args.repo.resolve()
     pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
     out_dir = (args.out or pr_dir).resolve()
+    try:  # nothing is written anywhere (not even the failure report) past a bad folder
+        conf = asvio.load_project_conf(args.config or repo / "asv.conf.json")
+        asvio.guard_gate_dirs(repo, conf, pr_dir, out_dir)
+    except (GateError, ConfigError, PathError) as err:
+        print(f"gate: {err}", file=sys.stderr)
+        return err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
     try:
         th = Thresholds.load(args.thresholds or repo / "thresholds.json")
         if args.no_run or args.resume:
@@ -206,15 +212,15 @@ def main(argv: list[str] | None = None) -> int:
             state = measure(plan, th, args.resume)
         verdicts = decide(pr_dir, state, th)
     except GateError as err:
-        return _fail(out_dir, str(err), err.exit_code, args.label)
-    except ConfigError as err:
-        return _fail(out_dir, str(err), EXIT_GATE_ERROR, args.label)
+        return fail(out_dir, str(err), err.exit_code, args.label)
+    except (ConfigError, PathError) as err:
+        return fail(out_dir, str(err), EXIT_GATE_ERROR, args.label)
     except KeyboardInterrupt:
-        return _fail(out_dir, "interrupted; --resume goes on from what was measured",
+        return fail(out_dir, "interrupted; --resume goes on from what was measured",
                      EXIT_GATE_ERROR, args.label)
     except Exception as err:  # the gate's own bug: never a regression, never a pass
         traceback.print_exc()
-        return _fail(out_dir, f"the gate itself failed ({type(err).__name__}: {err})",
+        return fail(out_dir, f"the gate itself failed ({type(err).__name__}: {err})",
                      EXIT_GATE_ERROR, args.label)
     code = exit_code(verdicts)
     info = info_of(state, verdicts, th)
@@ -233,7 +239,7 @@ def plan_of(state: dict[str, Any], repo: Path, pr_dir: Path) -> GatePlan:
                     [Lane(**lane) for lane in state["lanes"]], state.get("label", ""))
 
 
-def _fail(out_dir: Path, message: str, code: int, label: str) -> int:
+def fail(out_dir: Path, message: str, code: int, label: str) -> int:
     print(f"gate: {message}", file=sys.stderr)
     try:
         report.write_failure(out_dir, message, code, label)

@@ -376,10 +376,17 @@ class Run:
                     job.result()
 
 
-def scratch_dir(pr_dir: Path, fresh: bool) -> None:
-    if fresh and pr_dir.exists():
-        shutil.rmtree(pr_dir)
-    pr_dir.mkdir(parents=True, exist_ok=True)
+def scratch_dir(plan: GatePlan, fresh: bool) -> None:
+    """The PR folder: deleted (only if it is the gate's own) and made again, unless
+    resuming. Never the results, records or site (tools/paths.py)."""
+    from tools.gate.asvio import load_project_conf
+    from tools.paths import kept_paths, make_scratch, remove_scratch
+
+    keep = kept_paths(plan.repo, load_project_conf(plan.repo / "asv.conf.json"))
+    if fresh:
+        remove_scratch(plan.pr_dir, keep, "--pr-dir", own_files=("gate-state.json",),
+                       not_above=[plan.repo])
+    make_scratch(plan.pr_dir, keep, "--pr-dir", not_above=[plan.repo])
 
 
 def sites_for(plan: GatePlan) -> dict[str, Path]:

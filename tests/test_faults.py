@@ -1,0 +1,190 @@
+"""The fault suite (docs/reliability.md): interruptions of tools.bench, of asv underneath it
+and of publish, with a stand-in asv (tests/fake_asv) so that each case takes a second.
+
+What must hold in every case: what was recorded before the fault is still there and whole
+(results, per-sample records), nothing is published from a broken run, and the tool leaves
+no temporary file behind (a SIGKILL of the tool itself can leave only its hash file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FAKE_ASV = REPO / "tests" / "fake_asv"
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+# tools.bench with the slow probes replaced (no torch import, no ~/.asv-machine.json) and
+# every path under the test's folder instead of the repository
+BENCH_DRIVER = f"""
+import sys
+from pathlib import Path
+from tools import asvrun, bench
+root = Path(sys.argv[1])
+real_env = asvrun.asv_env
+bench.REPO = root
+bench.has_gpu = lambda: False
+bench.commits = lambda spec: [{COMMIT!r}]
+bench.asv_env = lambda machine, cpu_only=False: real_env(machine, root, cpu_only)
+bench.machine_tool.describe = lambda name=None: {{"machine": "fault-box", "gpu": "none",
+                                                 "gpu_arch": ""}}
+bench.machine_tool.write_machine_file = lambda info: None
+sys.exit(bench.main(sys.argv[2:]))
+"""
+
+
+def _env(root: Path, **fake: str) -> dict[str, str]:
+    tmp = root / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return dict(os.environ, PYTHONPATH=f"{FAKE_ASV}{os.pathsep}{REPO}", TMPDIR=str(tmp),
+                FAKE_ASV_ROOT=str(root), **{f"FAKE_ASV_{k.upper()}": v for k, v in fake.items()})
+
+
+def _seed(root: Path) -> dict[str, str]:
+    """Earlier results and records that no fault may touch; their digests."""
+    old = {root / ".asv" / "results" / "fault-box" / "aaaaaaaa-fake-env.json": {"old": 1},
+           root / ".asv" / "records" / "fault-box" / "aaaaaaaa-fake-env" / "b" / "r.json":
+               {"schema": "kperf-record-1", "benchmark": "b", "params": {},
+                "machine": "fault-box", "samples": [1.0]}}
+    for path, data in old.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data))
+    return _digests(root)
+
+
+def _digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted((root / ".asv").rglob("*")) if p.is_file()}
+
+
+def _records(root: Path) -> list[dict]:
+    """Every record, parsed: a truncated one fails here."""
+    return [json.loads(p.read_text()) for p in sorted((root / ".asv" / "records").rglob("*.json"))]
+
+
+def _bench(root: Path, *args: str, **fake: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", BENCH_DRIVER, str(root), *args], cwd=REPO,
+                            env=_env(root, **fake), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_ready(proc: subprocess.Popen) -> None:
+    for line in proc.stdout:
+        if line.strip() == "READY":
+            return
+    raise AssertionError(f"the fake asv never got ready: {proc.stderr.read()}")
+
+
+def _leftover_tmp(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "tmp").iterdir())
+
+
+def test_bench_leaves_no_hash_file_behind(tmp_path: Path) -> None:
+    before = _seed(tmp_path)
+    proc = _bench(tmp_path)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    assert _leftover_tmp(tmp_path) == [], "tools.bench left its HASHFILE in $TMPDIR"
+    assert "HASHFILE:" in (tmp_path / "asv-calls.log").read_text()
+    assert (tmp_path / "html" / "index.json").exists()
+    after = _digests(tmp_path)
+    assert {k: after[k] for k in before} == before
+    assert len(_records(tmp_path)) == 2
+
+
+def test_ctrl_c_during_asv_run(tmp_path: Path) -> None:
+    """SIGINT to the foreground process group (Ctrl-C): tool and asv stop; the record
+    written before stays whole, nothing is published, the hash file is removed."""
+    before = _seed(tmp_path)
+    proc = _bench(tmp_path, run="sleep")
+    _wait_ready(proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0, out + err
+    assert _leftover_tmp(tmp_path) == [], "Ctrl-C left the HASHFILE behind"
+    assert not (tmp_path / "html").exists(), "published after an interrupted run"
+    after = _digests(tmp_path)
+    assert {k: after[k] for k in before} == before
+    assert sorted(str(r["params"]) for r in _records(tmp_path)) == ["{'case': 'first'}", "{}"]
+
+
+def test_asv_killed_under_the_tool(tmp_path: Path) -> None:
+    """SIGKILL of asv underneath: the tool reports the failure, publishes nothing, keeps
+    what asv recorded before it died, removes its hash file."""
+    before = _seed(tmp_path)
+    proc = _bench(tmp_path, run="kill")
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "asv run failed" in err and "nothing published" in err, err
+    assert not (tmp_path / "html").exists()
+    assert _leftover_tmp(tmp_path) == []
+    after = _digests(tmp_path)
+    assert {k: after[k] for k in before} == before
+    assert len(_records(tmp_path)) == 2
+
+
+def test_tool_killed_while_asv_runs(tmp_path: Path) -> None:
+    """SIGKILL of tools.bench alone: asv underneath runs to its end and its records are
+    whole; the hash file is the one thing a SIGKILL can leave (it cannot be caught)."""
+    before = _seed(tmp_path)
+    proc = _bench(tmp_path, run="sleep", sleep="1")
+    _wait_ready(proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 30
+    while len(_records(tmp_path)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    records = _records(tmp_path)
+    assert sorted(str(r["params"]) for r in records) == [
+        "{'case': 'first'}", "{'case': 'second'}", "{}"]
+    assert all(n.startswith("kperf-hashes-") for n in _leftover_tmp(tmp_path))
+    after = _digests(tmp_path)
+    assert {k: after[k] for k in before} == before
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_publish_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
+    """Ctrl-C or SIGKILL during publish: the site may be half written (the next publish
+    rewrites it whole); results and records are only read by publish, never lost."""
+    _seed(tmp_path)
+    proc = _bench(tmp_path, publish="sleep")
+    _wait_ready(proc)
+    recorded = _digests(tmp_path)
+    os.killpg(proc.pid, sig)
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert _digests(tmp_path) == recorded
+    if sig == signal.SIGINT:
+        assert _leftover_tmp(tmp_path) == []
+
+
+def test_every_row_of_the_fault_table_names_a_test_that_exists() -> None:
+    """docs/reliability.md: each `file::name` (and `::name` continuing the same file) is a
+    test function of that file; only the lead's TODO rows may lack one."""
+    import re
+
+    text = (REPO / "docs" / "reliability.md").read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ")
+            and not line.startswith(("| fault", "| file"))]
+    assert len(rows) >= 40
+    for row in rows:
+        cell = row.rstrip(" |").rsplit("|", 1)[-1]
+        if "TODO" in row:
+            continue
+        current = None
+        refs = re.findall(r"(tests/\w+\.py)?::(\w+)", cell)
+        assert refs or "docs/security.md" in cell, row
+        for path, name in refs:
+            current = path or current
+            assert current, row
+            source = (REPO / current).read_text()
+            assert re.search(rf"^def {name}\(", source, re.M), f"{current}::{name} is missing"
