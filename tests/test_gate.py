@@ -1,315 +1,293 @@
-"""tools.gate on synthetic asv results and per-sample records whose truth is known."""
+"""The gate's verdict model, looks, confirmation, configuration and report, on blocks whose
+truth is known. Each test names the rule it guards; removing the rule fails it."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import json
-import re
+import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness import record
-from harness.telemetry import WindowStats
-from harness.timing import Measurement
-from tools import gate
+from tools.config import ConfigError
+from tools.gate import cli, report
+from tools.gate.config import Thresholds, parse_bits
+from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
+from tools.gate.measure import Lane, Run
+from tools.gate.model import Block, CaseData, Verdict, attribute, decide_look
+from tools.gate.sequential import confirm, exit_code, replay
 
 REPO = Path(__file__).resolve().parent.parent
-MACHINE = "synthetic"
-ENV = "virtualenv-py3.11"
-BASE, HEAD = "a" * 40, "b" * 40
-COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
-           "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat",
-           "samples", "profile"]
-TIME = "bench_x.XTime.track_time"
-NAN = float("nan")
+GEMM = "bench_gemm.GemmTime.track_time('square-8192', 'fp16', 'triton')"
+NORM = "bench_rmsnorm.RmsnormTime.track_time('llama3-8b.hidden', 'bf16', 'triton')"
 
 
-def _samples(level: float, n: int, seed: int, cov: float = 0.003) -> list[float]:
+@pytest.fixture(scope="module")
+def th() -> Thresholds:
+    return Thresholds.load(REPO / "thresholds.json")
+
+
+def block(side: str, r: int, t: float, clock: float | None = 1420.0, power: float = 690.0,
+          limit: float = 700.0, bits: int | None = 0x4, confirm: bool = False,
+          spread: float = 0.0) -> Block:
+    samples = [t * (1 + spread * k) for k in (-2, -1, 0, 1, 2)]
+    return Block(side, r, samples=samples, clocks=[clock] * 5, power_w=[power] * 5,
+                 power_limit_w=limit, throttle_bits=bits, backend="nvml", confirm=confirm)
+
+
+def case(name: str, base: list[float], head: list[float], **kw) -> CaseData:
+    """Rounds of one block a side; ``kw`` values may be per-side pairs or per-round lists."""
+    data = CaseData(name)
+    for r, (b, h) in enumerate(zip(base, head, strict=True), start=1):
+        per = {k: (v[r - 1] if isinstance(v, list) else v) for k, v in kw.items()}
+        pb = {k: (v[0] if isinstance(v, tuple) else v) for k, v in per.items()}
+        ph = {k: (v[1] if isinstance(v, tuple) else v) for k, v in per.items()}
+        data.blocks += [block("base", r, b, **pb), block("head", r, h, **ph)]
+    return data
+
+
+def noisy(level: float, n: int, sd: float, seed: int) -> list[float]:
     rng = np.random.default_rng(seed)
-    return [float(x) for x in level * (1 + cov * rng.standard_normal(n))]
+    return [float(level * math.exp(sd * x)) for x in rng.standard_normal(n)]
 
 
-class Side:
-    """What one side measured in one round: case -> value / samples / clocks / bits."""
-
-    def __init__(self) -> None:
-        self.cases: dict[str, dict] = {}
-
-    def time(self, case: str, samples: list[float] | None, clock: float | None = None,
-             bits: int | None = None, backend: str = "nvml") -> Side:
-        self.cases[case] = {"bench": TIME, "samples": samples, "clock": clock, "bits": bits,
-                            "backend": backend}
-        return self
-
-    def value(self, bench: str, value: float | None) -> Side:
-        self.cases[bench] = {"bench": bench, "value": value}
-        return self
+def one(verdicts: list[Verdict], name: str) -> Verdict:
+    return next(v for v in verdicts if v.case == name)
 
 
-def _write_round(round_dir: Path, commit: str, side: Side, monkeypatch) -> None:
-    results: dict[str, list] = {}
-    time_cases = [c for c, d in side.cases.items() if d["bench"] == TIME]
-    if time_cases:
-        values = [NAN if side.cases[c]["samples"] == "skipped" else
-                  None if side.cases[c]["samples"] is None else
-                  float(np.median(side.cases[c]["samples"])) for c in time_cases]
-        samples = [s if isinstance(s := side.cases[c]["samples"], list) else None
-                   for c in time_cases]
-        results[TIME] = [values, [[repr(c) for c in time_cases]], "v1", 0, 1.0, None, None,
-                         None, None, [1] * len(time_cases), [8] * len(time_cases), samples]
-    for name, d in side.cases.items():
-        if d["bench"] != TIME:
-            results[name] = [d["value"], [], "v1", 0, 1.0]
-    path = round_dir / "results" / MACHINE / f"{commit[:8]}-{ENV}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # asv writes NaN for a skipped benchmark; json.dumps does the same
-    path.write_text(json.dumps({"version": 2, "commit_hash": commit, "env_name": ENV,
-                                "result_columns": COLUMNS, "results": results}))
-    (round_dir / "results" / "benchmarks.json").write_text(json.dumps({
-        TIME: {"param_names": ["case"], "unit": "seconds"}, "version": 2}))
-    monkeypatch.setenv("KPERF_MACHINE", MACHINE)
-    monkeypatch.setenv("ASV_COMMIT", commit)
-    monkeypatch.setenv("ASV_ENV_NAME", ENV)
-    for case in time_cases:
-        d = side.cases[case]
-        if not isinstance(d["samples"], list) or d["clock"] is None:
-            continue
-        windows = [WindowStats(n_readings=3, sm_clock_mhz_median=d["clock"],
-                               throttle_bits_or=d["bits"]) for _ in d["samples"]]
-        m = Measurement(samples=d["samples"], number=1, mode="events", reps=10,
-                        calls_per_rep=1, estimate_s=d["samples"][0], warmup_trials=3,
-                        warmup_s=0.3, settled=True, telemetry_backend=d["backend"],
-                        telemetry_reason="", windows=windows)
-        record.write_record(TIME, {"case": case}, {"kind": "time", "measurement": m.as_record()},
-                            root=round_dir / "records")
+# --------------------------------------------------------------------------- decisions
 
 
-@pytest.fixture
-def thresholds(tmp_path: Path) -> gate.Thresholds:
-    return gate.Thresholds.load(REPO / "thresholds.json")
+def test_a_clear_regression_is_slow_and_an_unchanged_case_same(th) -> None:
+    slow = case(GEMM, noisy(1.0, 6, 0.002, 1), noisy(1.04, 6, 0.002, 2))
+    same = case(NORM, noisy(1.0, 6, 0.0005, 3), noisy(1.0, 6, 0.0005, 4), clock=1980.0,
+                power=450.0, bits=0)
+    verdicts = decide_look([slow, same], th, None, 1, th.sequential.looks)
+    assert one(verdicts, GEMM).verdict == "SLOW" and one(verdicts, GEMM).decided
+    assert one(verdicts, NORM).verdict == "SAME"
+    assert one(verdicts, GEMM).ratio == pytest.approx(1.04, rel=0.005)
 
 
-def _run(tmp_path: Path, monkeypatch, rounds: list[tuple[Side, Side]],
-         th: gate.Thresholds, confirm: tuple[Side, Side] | None = None) -> dict[str, gate.Verdict]:
-    pr = tmp_path / "pr"
-    for i, (base, head) in enumerate(rounds, 1):
-        _write_round(pr / f"round-{i:02d}", BASE, base, monkeypatch)
-        _write_round(pr / f"round-{i:02d}", HEAD, head, monkeypatch)
-    if confirm:
-        _write_round(pr / "confirm", BASE, confirm[0], monkeypatch)
-        _write_round(pr / "confirm", HEAD, confirm[1], monkeypatch)
-    state = {"base": BASE, "head": HEAD, "machine": MACHINE, "base_how": "given"}
-    return {v.case: v for v in gate.analyse(pr, state, th)}
+def test_rounds_are_the_replicates_not_the_samples(th) -> None:
+    """Tight samples inside each block, but rounds that disagree by +-3%: the interval is
+    the rounds', so the case is undecided, never SLOW on the blocks' own tightness."""
+    base, head = [1.0] * 4, [1.03, 0.99, 1.035, 0.985]
+    v = one(decide_look([case(GEMM, base, head)], th, None, 1, th.sequential.looks), GEMM)
+    assert not v.decided and v.verdict == "INCONCLUSIVE", v
+    assert v.ci[1] - v.ci[0] > 0.03, "the interval must carry the round-to-round spread"
 
 
-def _name(case: str) -> str:
-    return f"{TIME}({case!r})"
+def test_the_suite_wide_correction_applies(th) -> None:
+    """One case whose p-value passes the look's alpha alone but not after Benjamini-
+    Hochberg over 20 cases is not SLOW."""
+    d_base = [1.0] * 6
+    d_head = [1.02, 1.03, 1.015, 1.028, 1.018, 1.035]  # p 6e-4: below alpha_k, not below it/20
+    cases = [case(GEMM, d_base, d_head)]
+    cases += [case(f"{GEMM[:-1]}, {i})", d_base, noisy(1.0, 6, 0.004, 10 + i))
+              for i in range(19)]
+    alone = one(decide_look(cases[:1], th, None, 1, th.sequential.looks), GEMM)
+    together = one(decide_look(cases, th, None, 1, th.sequential.looks), GEMM)
+    assert alone.verdict == "SLOW", alone
+    assert together.verdict != "SLOW" and together.q_value > alone.q_value, together
 
 
-def test_known_truth_shift_no_shift_clock_shift_and_few_samples(tmp_path, monkeypatch,
-                                                                   thresholds) -> None:
-    rounds = []
-    for r in range(3):
-        s = 10 * r
-        base = (Side().time("shift", _samples(1e-3, 8, s + 1), 1980)
-                .time("same", _samples(1e-3, 8, s + 2), 1980)
-                .time("clockdrop", _samples(1e-3, 8, s + 3), 1980)
-                .time("clockdrop+slow", _samples(1e-3, 8, s + 4), 1980)
-                .time("few", _samples(1e-3, 1, s + 5), 1980))
-        head = (Side().time("shift", _samples(1.10e-3, 8, s + 6), 1980)
-                .time("same", _samples(1e-3, 8, s + 7), 1980)
-                # 1980 -> 1500 MHz and 1980/1500 the time: same cycles, no code change
-                .time("clockdrop", _samples(1.32e-3, 8, s + 8), 1500)
-                .time("clockdrop+slow", _samples(1.32e-3 * 1.2, 8, s + 9), 1500)
-                .time("few", _samples(1e-3, 1, s + 10), 1980))
-        rounds.append((base, head))
-    v = _run(tmp_path, monkeypatch, rounds, thresholds)
-    assert v[_name("shift")].verdict == "SLOW"
-    assert v[_name("shift")].ratio == pytest.approx(1.10, abs=0.02)
-    assert v[_name("same")].verdict == "SAME"
-    drop = v[_name("clockdrop")]
-    assert drop.verdict == "INCONCLUSIVE"
-    assert "clocks differed (base 1980 MHz, head 1500 MHz)" in drop.reason
-    assert "does not hold in cycles" in drop.reason
-    assert drop.cycles_ratio == pytest.approx(1.0, abs=0.02)
-    both = v[_name("clockdrop+slow")]
-    assert both.verdict == "SLOW" and "holds in cycles" in both.reason
-    few = v[_name("few")]
-    assert few.verdict == "INCONCLUSIVE"
-    assert "too few samples (base 3, head 3; need 6)" in few.reason
-    assert gate.exit_code(list(v.values())) == gate.EXIT_REGRESSION
+def test_each_look_spends_only_its_share_of_alpha(th) -> None:
+    looks = th.sequential.looks
+    assert looks > 1
+    d_head = [1.021, 1.027, 1.018, 1.024]  # p 1.3e-3: below alpha, above alpha / looks
+    strict = decide_look([case(GEMM, [1.0] * 4, d_head)], th, None, 1, looks)
+    loose = decide_look([case(GEMM, [1.0] * 4, d_head)], th, None, 1, 1)
+    assert one(strict, GEMM).p_value == one(loose, GEMM).p_value
+    assert one(loose, GEMM).verdict == "SLOW" and one(strict, GEMM).verdict != "SLOW"
 
 
-def test_faster_and_exit_zero(tmp_path, monkeypatch, thresholds) -> None:
-    rounds = [(Side().time("k", _samples(1e-3, 10, r)),
-               Side().time("k", _samples(0.8e-3, 10, r + 50))) for r in range(2)]
-    v = _run(tmp_path, monkeypatch, rounds, thresholds)
-    assert v[_name("k")].verdict == "FAST"
-    assert v[_name("k")].clock_base_mhz is None  # no records: no clocks claimed
-    assert gate.exit_code(list(v.values())) == gate.EXIT_PASS
+def test_environment_clock_gap_needs_the_cycles_to_agree(th) -> None:
+    """Thermal bits and a head 5% slower at a 5% lower clock: the same cycles. The case's
+    p-value is the larger of time's and cycles': not SLOW."""
+    data = case(GEMM, [1.0] * 4, [1.0526, 1.0522, 1.053, 1.0528],
+                clock=(1420.0, 1349.0), bits=(0x4, 0x4 | 0x20))
+    v = one(decide_look([data], th, None, 1, th.sequential.looks), GEMM)
+    assert v.attribution == "environment" and "0x20" in attribute(data.pairs(), th).why
+    assert v.verdict != "SLOW", v
+    assert v.cycles_ratio == pytest.approx(1.0, abs=0.002)
+    assert "from outside" in v.reason
 
 
-def test_failures_skips_and_missing_cases(tmp_path, monkeypatch, thresholds) -> None:
-    base = (Side().time("broken", _samples(1e-3, 10, 1)).time("new", "skipped")
-            .time("was_broken", None).time("gone", _samples(1e-3, 10, 2))
-            .time("both_skipped", "skipped"))
-    head = (Side().time("broken", None).time("new", _samples(1e-3, 10, 3))
-            .time("was_broken", _samples(1e-3, 10, 4)).time("both_skipped", "skipped"))
-    v = _run(tmp_path, monkeypatch, [(base, head)], thresholds)
-    assert v[_name("broken")].broke and "failed at head" in v[_name("broken")].reason
-    assert v[_name("new")].reason == "skipped at base: no baseline"
-    assert "failed at base" in v[_name("was_broken")].reason
-    assert v[_name("gone")].reason == "missing at head"
-    assert _name("both_skipped") not in v
-    assert all(x.verdict == "INCONCLUSIVE" for x in v.values())
-    assert gate.exit_code(list(v.values())) == gate.EXIT_BROKEN
-    del v[_name("broken")]
-    assert gate.exit_code(list(v.values())) == gate.EXIT_INCONCLUSIVE
+def test_the_cycles_p_value_counts_where_the_environment_moved_the_clock(th) -> None:
+    """Heat on the head: time +5% in every round, cycles +2% on average but all over the
+    place. Both point the same way, but only time is significant: not SLOW."""
+    times = [1.05, 1.052, 1.048, 1.051, 1.05, 1.049]
+    cycles = [1.00, 1.045, 0.99, 1.05, 1.0, 1.04]
+    clocks = [(1420.0, 1420.0 * c / t) for c, t in zip(cycles, times, strict=True)]
+    data = case(GEMM, [1.0] * 6, times, clock=clocks, bits=(0x4, 0x4 | 0x40))
+    v = one(decide_look([data], th, None, 1, 1), GEMM)
+    assert v.attribution == "environment" and v.cycles_ratio > 1.015
+    assert v.verdict != "SLOW", v
+    assert v.p_value < th.alpha, "time alone is significant: the cycles' p-value decides"
 
 
-def test_throttle_bits_beyond_the_normal_state(tmp_path, monkeypatch, thresholds) -> None:
-    rounds = [(Side().time("capped", _samples(1e-3, 10, r), 1500, 0x4)
-               .time("thermal", _samples(1e-3, 10, r + 1), 1500, 0x4)
-               .time("stuck", _samples(1e-3, 10, r + 2), 1500, 0x40),
-               Side().time("capped", _samples(1e-3, 10, r + 3), 1500, 0x4)
-               .time("thermal", _samples(1e-3, 10, r + 4), 1500, 0x44)
-               .time("stuck", _samples(1e-3, 10, r + 5), 1500, 0x40)) for r in (0, 20)]
-    v = _run(tmp_path, monkeypatch, rounds, thresholds)
-    assert v[_name("capped")].verdict == "SAME"  # 0x4 = power cap: the normal state under load
-    assert v[_name("thermal")].verdict == "INCONCLUSIVE"
-    assert v[_name("thermal")].reason == "throttle bits set: head 0x40"
-    assert v[_name("stuck")].verdict == "SAME"  # set everywhere on both sides alike
+def test_a_clock_the_code_lowered_at_the_power_limit_is_slow_with_why(th) -> None:
+    """Both sides at the 700 W limit, the head's clock lower in every round: the code's
+    doing. Time decides, and the reason gives energy, clocks and the cycles ratio."""
+    data = case(GEMM, [1.771, 1.775, 1.778, 1.772], [1.880, 1.892, 1.885, 1.889],
+                clock=[(1425.0, 1340.0), (1421.0, 1334.0), (1424.0, 1336.0), (1422.0, 1337.0)],
+                power=(692.0, 693.0))
+    v = one(decide_look([data], th, None, 1, th.sequential.looks), GEMM)
+    assert v.attribution == "code" and v.verdict == "SLOW", v
+    assert "energy per call +6." in v.reason and "700 W power limit" in v.reason
+    assert "1423 → 1336 MHz" in v.reason and "at equal clocks x0.99" in v.reason
 
 
-def test_static_figures_are_exact(tmp_path, monkeypatch, thresholds) -> None:
-    regs, occ, lds = ("bench_x.XRegisters.track_value", "bench_x.XOccupancy.track_value",
-                      "bench_x.XSharedMem.track_value")
-    rounds = [(Side().value(regs, 64).value(occ, 4).value(lds, 16384),
-               Side().value(regs, 65).value(occ, 3).value(lds, 16384)) for _ in range(2)]
-    v = _run(tmp_path, monkeypatch, rounds, thresholds)
-    assert v[regs].verdict == "SLOW" and v[regs].klass == "static"
-    assert v[occ].verdict == "SLOW", "lower occupancy is worse"
-    assert v[lds].verdict == "SAME"
-    assert v[regs].p_value is None  # no statistics for exact figures
+def test_a_clock_that_follows_the_round_is_the_environments(th) -> None:
+    clocks = [(1420.0, 1300.0), (1300.0, 1420.0), (1420.0, 1300.0), (1420.0, 1300.0)]
+    data = case(GEMM, [1.0] * 4, [1.09, 0.92, 1.09, 1.09], clock=clocks)
+    assert attribute(data.pairs(), th).kind == "environment"
+    assert "follows the round" in attribute(data.pairs(), th).why
 
 
-def test_suite_wide_false_alarm_control(tmp_path, monkeypatch) -> None:
+def test_below_the_power_limit_a_lower_clock_is_not_the_codes(th) -> None:
+    data = case(GEMM, [1.0] * 4, [1.2] * 4, clock=(1980.0, 1650.0), power=(400.0, 330.0),
+                bits=0)
+    assert attribute(data.pairs(), th).kind == "environment"
+    v = one(decide_look([data], th, None, 1, th.sequential.looks), GEMM)
+    assert v.verdict != "SLOW" and v.cycles_ratio == pytest.approx(1.0, abs=0.001)
+
+
+def test_static_figures_are_exact_and_occupancy_higher_is_better(th) -> None:
+    regs = CaseData("bench_gemm.GemmRegisters.track_value('sm_90a', 'fp16', 'triton')",
+                    unit="registers", blocks=[Block("base", 1, value=168.0),
+                                             Block("head", 1, value=170.0)])
+    occ = CaseData("bench_gemm.GemmOccupancy.track_value('sm_90a', 'fp16', 'triton')",
+                   unit="waves", blocks=[Block("base", 1, value=1.0), Block("head", 1, value=2.0)])
+    verdicts = replay([regs, occ], th)
+    assert [v.verdict for v in verdicts] == ["SLOW", "FAST"]
+    assert all(v.confirmed is None for v in verdicts), "exact figures are not re-measured"
+
+
+def test_failures_and_skips(th) -> None:
+    broken = CaseData(GEMM, blocks=[block("base", 1, 1.0),
+                                    Block("head", 1, "failed", "RemoteError: NaN in output")])
+    new = CaseData(NORM, blocks=[Block("base", 1, "skipped", "RemoteSkip: no such case"),
+                                 block("head", 1, 1.0)])
+    verdicts = replay([broken, new], th)
+    assert one(verdicts, GEMM).broke and "NaN in output" in one(verdicts, GEMM).reason
+    assert one(verdicts, NORM).reason.startswith("skipped at base")
+    assert exit_code(verdicts) == EXIT_BROKEN
+
+
+def test_exit_code_precedence() -> None:
+    def v(verdict: str, broke: bool = False) -> Verdict:
+        return Verdict("c", "", "compute", verdict, broke=broke)
+
+    assert exit_code([v("SLOW"), v("INCONCLUSIVE", broke=True)]) == EXIT_BROKEN
+    assert exit_code([v("SLOW"), v("INCONCLUSIVE")]) == EXIT_REGRESSION
+    assert exit_code([v("SAME"), v("INCONCLUSIVE")]) == EXIT_INCONCLUSIVE
+    assert exit_code([v("SAME"), v("FAST")]) == EXIT_PASS
+
+
+# --------------------------------------------------------------------------- sequence
+
+
+def test_a_decided_case_keeps_its_verdict_whatever_comes_after(th) -> None:
+    data = case(NORM, [1.0] * 3, [1.0] * 3, clock=1980.0, bits=0, power=400.0)
+    assert replay([data], th)[0].verdict == "SAME"
+    data.blocks += [block("base", 4, 1.0), block("head", 4, 1.5)]  # never measured live
+    v = replay([data], th)[0]
+    assert v.verdict == "SAME" and v.look == 1 and v.rounds == 3
+
+
+def test_flagged_cases_stand_only_if_the_remeasure_alone_moved(th) -> None:
+    data = case(GEMM, [1.0, 1.0, 1.0], [1.04, 1.042, 1.038])
+    waiting = replay([data], th)[0]
+    assert waiting.candidate == "SLOW" and waiting.confirmed is None
+    assert waiting.verdict == "INCONCLUSIVE" and "not re-measured" in waiting.reason
+    kept = case(GEMM, [1.0, 1.0, 1.0], [1.04, 1.042, 1.038])
+    kept.blocks += [block("base", 4, 1.0, confirm=True), block("head", 4, 1.041, confirm=True)]
+    assert replay([kept], th)[0].verdict == "SLOW" and replay([kept], th)[0].confirmed
+    lost = case(GEMM, [1.0, 1.0, 1.0], [1.04, 1.042, 1.038])
+    lost.blocks += [block("base", 4, 1.0, confirm=True), block("head", 4, 1.001, confirm=True)]
+    v = replay([lost], th)[0]
+    assert v.verdict == "INCONCLUSIVE" and v.confirmed is False
+    assert "not confirmed by fresh workers" in v.reason and "x1.001" in v.reason
+
+
+def test_confirm_checks_cycles_where_the_environment_moved_the_clock(th) -> None:
+    v = Verdict(GEMM, "", "compute", "SLOW", attribution="environment", ratio=1.05)
+    data = CaseData(GEMM, blocks=[block("base", 9, 1.0, clock=1420.0, confirm=True),
+                                  block("head", 9, 1.05, clock=1352.0, confirm=True)])
+    out = confirm(v, data, Thresholds.load(REPO / "thresholds.json"))
+    assert out.verdict == "INCONCLUSIVE" and out.confirmed is False
+
+
+class FakeClient:
+    """Answers measure requests; records the order of sides per case and round."""
+
+    def __init__(self, side: str, log: list) -> None:
+        self.side, self.log = side, log
+
+    def request(self, message: dict, timeout_s: float) -> dict:
+        self.log.append((message["spec"]["case"], self.side))
+        windows = [{"sm_clock_mhz_median": 1420.0, "power_w_mean": 690.0,
+                    "power_limit_w": 700.0, "throttle_bits_or": 4}] * 5
+        return {"samples": [1.0] * 5, "measurement": {"windows": windows,
+                                                      "telemetry_backend": "nvml"}}
+
+
+def test_each_case_alternates_which_side_goes_first(tmp_path: Path, th) -> None:
+    log: list = []
+    clients = {}
+
+    def make_client(slot: str, **kw) -> FakeClient:
+        side = "base" if "-base-" in slot else "head"
+        return clients.setdefault(slot, FakeClient(side, log))
+
+    cases = [{"name": f"c{i}", "kind": "time", "spec": {"case": f"c{i}"}} for i in range(3)]
+    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
+                        [Lane(cases=[c["name"] for c in cases])])
+    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lambda s: None)
+    for number in (1, 2, 3, 4):
+        run.round(plan.lanes[0], number, [c["name"] for c in cases], False)
+    for name in ("c0", "c1", "c2"):
+        firsts = [side for k, (c, side) in enumerate(log) if c == name and k % 2 == 0]
+        assert firsts in (["base", "head"] * 2, ["head", "base"] * 2), (name, firsts)
+
+
+# --------------------------------------------------------------------------- config
+
+
+def test_thresholds_errors_name_the_file_and_field(tmp_path: Path) -> None:
     raw = json.loads((REPO / "thresholds.json").read_text())
-    raw["classes"]["compute"]["min_ratio"] = 0.0  # leave the error control alone at work
-    path = tmp_path / "thresholds.json"
-    path.write_text(json.dumps(raw))
-    th = gate.Thresholds.load(path)
-    n = 300
-    rounds = []
-    for r in range(2):
-        base, head = Side(), Side()
-        for i in range(n):
-            base.time(f"c{i}", _samples(1e-3, 8, 1000 * r + 2 * i, cov=0.03))
-            head.time(f"c{i}", _samples(1e-3, 8, 1000 * r + 2 * i + 1, cov=0.03))
-        base.time("real", _samples(1e-3, 8, 9000 + r))
-        head.time("real", _samples(1.2e-3, 8, 9100 + r))
-        rounds.append((base, head))
-    v = _run(tmp_path, monkeypatch, rounds, th)
-    nulls = [x for name, x in v.items() if "real" not in name]
-    assert sum(x.p_value < th.alpha for x in nulls) >= 1, "uncorrected, some null case alarms"
-    assert not [x.case for x in nulls if x.verdict in ("SLOW", "FAST")]
-    assert v[_name("real")].verdict == "SLOW"
-
-
-def test_flagged_cases_need_the_remeasure_to_agree(tmp_path, monkeypatch, thresholds) -> None:
-    rounds = [(Side().time("real", _samples(1e-3, 10, r)).time("fluke", _samples(1e-3, 10, r + 1)),
-               Side().time("real", _samples(1.2e-3, 10, r + 2))
-               .time("fluke", _samples(1.2e-3, 10, r + 3))) for r in (0, 10, 20)]
-    first = _run(tmp_path, monkeypatch, rounds, thresholds)
-    assert [first[_name(c)].verdict for c in ("real", "fluke")] == ["SLOW", "SLOW"]
-    again = (Side().time("real", _samples(1e-3, 10, 40)).time("fluke", _samples(1e-3, 10, 41)),
-             Side().time("real", _samples(1.2e-3, 10, 42)).time("fluke", _samples(1e-3, 10, 43)))
-    final = _run(tmp_path / "2", monkeypatch, rounds, thresholds, confirm=again)
-    assert final[_name("real")].verdict == "SLOW" and final[_name("real")].confirmed
-    fluke = final[_name("fluke")]
-    assert fluke.verdict == "INCONCLUSIVE" and fluke.confirmed is False
-    assert "not confirmed by the re-measure" in fluke.reason
-
-
-def _write_pair(tmp_path: Path, monkeypatch) -> Path:
-    pr = tmp_path / "pr"
-    r = pr / "round-01"
-    _write_round(r, BASE, Side().time("k", _samples(1e-3, 8, 1)), monkeypatch)
-    _write_round(r, HEAD, Side().time("k", _samples(1e-3, 8, 2)), monkeypatch)
-    (pr / "gate-state.json").write_text(json.dumps(
-        {"base": BASE, "head": HEAD, "machine": MACHINE, "base_how": "given"}))
-    return pr
-
-
-def test_corrupt_or_missing_baseline_exits_3_naming_the_file(tmp_path, monkeypatch,
-                                                              capsys) -> None:
-    pr = _write_pair(tmp_path, monkeypatch)
-    args = ["--repo", str(REPO), "--pr-dir", str(pr), "--no-run", "--out", str(tmp_path / "o")]
-    assert gate.main(args) == gate.EXIT_PASS
-    base_file = pr / "round-01" / "results" / MACHINE / f"{BASE[:8]}-{ENV}.json"
-    base_file.write_text('{"version": 2, "results": {tru')
-    assert gate.main(args) == gate.EXIT_INCONCLUSIVE
-    err = capsys.readouterr().err
-    assert str(base_file) in err and "no baseline" in err and "not valid JSON" in err
-    report = json.loads((tmp_path / "o" / "gate.json").read_text())
-    assert report["exit_code"] == 3 and str(base_file) in report["error"]
-    base_file.unlink()
-    assert gate.main(args) == gate.EXIT_INCONCLUSIVE
-    assert f"{BASE[:8]}-<env>.json does not exist" in capsys.readouterr().err
-
-
-def test_missing_head_results_is_a_broken_benchmark(tmp_path, monkeypatch, capsys) -> None:
-    pr = _write_pair(tmp_path, monkeypatch)
-    head_file = pr / "round-01" / "results" / MACHINE / f"{HEAD[:8]}-{ENV}.json"
-    head_file.unlink()
-    args = ["--repo", str(REPO), "--pr-dir", str(pr), "--no-run", "--out", str(tmp_path / "o")]
-    assert gate.main(args) == gate.EXIT_BROKEN
-    assert "no results at head" in capsys.readouterr().err
-
-
-def test_markdown_is_one_table_worst_first(tmp_path, monkeypatch, thresholds) -> None:
-    rounds = [(Side().time("slow", _samples(1e-3, 10, r)).time("fast", _samples(1e-3, 10, r + 1))
-               .time("same", _samples(1e-3, 10, r + 2)).time("few", _samples(1e-3, 1, r + 3)),
-               Side().time("slow", _samples(1.3e-3, 10, r + 4))
-               .time("fast", _samples(0.7e-3, 10, r + 5)).time("same", _samples(1e-3, 10, r + 6))
-               .time("few", _samples(1e-3, 1, r + 7))) for r in (0, 10)]
-    verdicts = list(_run(tmp_path, monkeypatch, rounds, thresholds).values())
-    info = {"label": "sm_90", "base": BASE, "head": HEAD, "base_how": "merge-base with main",
-            "machine": MACHINE, "rounds": 2, "tested": 3, "correction": "Benjamini-Hochberg",
-            "alpha": 0.01}
-    md = gate.markdown(verdicts, gate.exit_code(verdicts), info)
-    assert md.startswith(gate.COMMENT_MARKER)
-    assert "**REGRESSION** (exit 1): 1 slower, 1 faster, 1 same, 1 inconclusive of 4 cases" in md
-    rows = [line for line in md.splitlines() if line.startswith("| `")]
-    order = [re.search(r"\('(\w+)'\)", row).group(1) for row in rows]
-    assert order == ["slow", "few", "same", "fast"]
-    assert md.count("| case |") == 1
-    assert "1 ms" in rows[0] and "1.3 ms" in rows[0]
-    data = gate.report_json(verdicts, 1, info)
-    assert data["cases"][0]["verdict"] == "SLOW" and data["exit_code"] == 1
-
-
-def test_thresholds_errors_name_the_file_and_field(tmp_path) -> None:
     path = tmp_path / "t.json"
-    raw = json.loads((REPO / "thresholds.json").read_text())
-    raw["rules"][1]["match"] = "("
-    path.write_text(json.dumps(raw))
-    with pytest.raises(ValueError, match=r"t\.json: rules\[1\]: bad regex"):
-        gate.Thresholds.load(path)
-    raw["rules"] = [{"match": "^only", "class": "compute"}]
-    path.write_text(json.dumps(raw))
-    with pytest.raises(ValueError, match="no rule matches case 'other'"):
-        gate.Thresholds.load(path).rule_for("other")
-    raw["rules"] = [{"match": ".*", "class": "warp-bound"}]
-    path.write_text(json.dumps(raw))
-    with pytest.raises(ValueError, match="class 'warp-bound' is not one of"):
-        gate.Thresholds.load(path)
+    for mutate, where in (
+            (lambda r: r.__setitem__("alpha", None), "/alpha"),
+            (lambda r: r["classes"]["compute"].__setitem__("min_ratio", -1), "/classes/compute"),
+            (lambda r: r["sequential"].__setitem__("min_rounds", -3), "/sequential/min_rounds"),
+            (lambda r: r["throttle_bits"]["environment"].__setitem__("nvml", "10"),
+             "/throttle_bits/environment/nvml"),
+            (lambda r: r["rules"][1].__setitem__("match", "("), "/rules/1/match"),
+            (lambda r: r["rules"][1].__setitem__("class", "warp-bound"), "/rules/1/class"),
+            (lambda r: r["sequential"].__setitem__("max_rounds", 2), "/sequential/max_rounds")):
+        broken = json.loads(json.dumps(raw))
+        mutate(broken)
+        path.write_text(json.dumps(broken))
+        with pytest.raises(ConfigError) as err:
+            Thresholds.load(path)
+        assert str(path) in str(err.value) and where in str(err.value), err.value
+    path.write_text(json.dumps(raw).replace('"alpha": 0.01', '"alpha": NaN'))
+    with pytest.raises(ConfigError, match="alpha|NaN"):
+        Thresholds.load(path)
 
 
-def test_every_ops_time_suite_gets_its_ops_bound_class(thresholds) -> None:
+def test_bit_masks_are_hex_only() -> None:
+    assert parse_bits("0x10") == 16
+    with pytest.raises(ValueError, match="hexadecimal"):
+        parse_bits("10")
+
+
+def test_every_ops_time_suite_gets_its_ops_bound_class(th) -> None:
     from kernels.registry import get_op, op_names
 
     checked = 0
@@ -319,64 +297,33 @@ def test_every_ops_time_suite_gets_its_ops_bound_class(thresholds) -> None:
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if getattr(cls, "op", None) != name or not hasattr(cls, "track_time"):
                 continue
-            for case in cls.params[0]:
-                full = f"bench_{name}.{cls.__name__}.track_time({case!r}, 'fp16', 'triton')"
-                _, klass = thresholds.rule_for(full)
-                expected = "bandwidth" if "decode" in case else op.bound
-                assert klass.name == expected, f"{full}: thresholds say {klass.name}"
+            for case_name in cls.params[0]:
+                full = f"bench_{name}.{cls.__name__}.track_time({case_name!r}, 'fp16', 'triton')"
+                _, klass = th.rule_for(full)
+                assert klass.name == ("bandwidth" if "decode" in case_name else op.bound), full
                 checked += 1
     assert checked > 0
 
 
-def test_derived_config_keeps_pr_results_out_of_the_history(tmp_path) -> None:
-    conf = gate.load_project_conf(REPO / "asv.conf.json")
-    derived = gate.derived_config(conf, REPO, tmp_path / "round-01")
-    assert derived["results_dir"] == str(tmp_path / "round-01" / "results")
-    assert derived["env_dir"] == str(REPO / ".asv" / "env")  # environments are shared
-    assert derived["repo"] == str(REPO)
-    assert all("{conf_dir}" not in c for c in derived["install_command"])
-    with pytest.raises(gate.GateError, match="overlaps the published results"):
-        gate.guard_results_dir(REPO / ".asv" / "results", conf, REPO)
-    gate.guard_results_dir(REPO / ".asv" / "pr-results", conf, REPO)
+# --------------------------------------------------------------------------- report
+
+
+def test_hostile_case_names_stay_in_their_cell() -> None:
+    name = "bench_x.X.track_time('a|b', '`c`', '<script>x</script>', '@you')"
+    v = Verdict(name, "", "compute", "SLOW", reason="x | y", ratio=1.5)
+    text = report.markdown([v], 1, {"label": "l|`", "base": "a" * 10, "head": "b" * 10,
+                                    "base_how": "given as `HEAD~1`", "machine": "m|x",
+                                    "design": "d", "alpha": 0.01, "beta": 0.05,
+                                    "correction": "BH"})
+    row = next(line for line in text.splitlines() if "bench" in line)
+    cells = [c for c in row.split(" | ")]
+    assert len(row.replace("\\|", "").split("|")) == 9, row  # 7 columns, 8 bars + ends
+    assert "<script>" not in text and "@you" not in text and "&lt;script&gt;" in text
+    assert "**SLOW**" in cells[-1]
 
 
 def test_help_documents_the_exit_codes() -> None:
-    text = gate.build_parser().format_help()
-    for line in ("2  a benchmark broke", "1  regression", "3  inconclusive or no baseline",
-                 "0  pass"):
+    text = cli.build_parser().format_help()
+    for line in ("4  the gate itself failed", "2  a benchmark broke", "1  regression",
+                 "3  inconclusive or no baseline", "0  pass"):
         assert line in text
-
-
-def _process_record(samples: list[float], clock: float, bits: int, at: float) -> dict:
-    windows = [WindowStats(n_readings=3, sm_clock_mhz_median=clock, throttle_bits_or=bits)
-               for _ in samples]
-    m = Measurement(samples=samples, number=1, mode="events", reps=10, calls_per_rep=1,
-                    estimate_s=samples[0], warmup_trials=3, warmup_s=0.3, settled=True,
-                    telemetry_backend="nvml", telemetry_reason="", windows=windows)
-    return {"measurement": m.as_record(), "recorded_at": at}
-
-
-def test_records_of_pooled_rounds_give_every_sample_its_clock(tmp_path, monkeypatch) -> None:
-    """asv rounds=2: two processes, two records, asv's samples are both lists in order; a
-    record of an earlier run whose samples asv replaced is passed over."""
-    monkeypatch.setenv("KPERF_MACHINE", MACHINE)
-    monkeypatch.setenv("ASV_COMMIT", BASE)
-    monkeypatch.setenv("ASV_ENV_NAME", ENV)
-    first, second, stale = [1.0, 1.1, 1.2], [2.0, 2.1], [9.0, 9.1]
-    for samples, clock, at in ((stale, 1000.0, 1.0), (first, 1400.0, 2.0), (second, 1500.0, 3.0)):
-        rec = _process_record(samples, clock, 0x4, at)
-        record.write_record(TIME, {"case": "c"}, {"kind": "time", **rec}, root=tmp_path)
-    files = list(tmp_path.rglob("*.json"))
-    assert len(files) == 3, "one record per process, none overwritten"
-    meta = {TIME: {"param_names": ["case"]}}
-    recs = gate.read_round_records(tmp_path, BASE, meta)[(ENV, _name("c"))]
-    assert [r["recorded_at"] for r in recs] == [1.0, 2.0, 3.0]
-
-    pooled = gate.RoundData("ok", samples=first + second)
-    gate.attach_record(pooled, recs)
-    assert pooled.clocks == [1400.0] * 3 + [1500.0] * 2
-    assert pooled.throttle == [0x4] * 5 and pooled.backend == "nvml"
-
-    unexplained = gate.RoundData("ok", samples=[*first, 7.0])
-    gate.attach_record(unexplained, recs)
-    assert unexplained.clocks is None  # a sample no record explains: no clocks at all

@@ -1,0 +1,54 @@
+"""The sequential design keeps its promise: with optional stopping over every look and a
+suite-wide correction, a run that changes nothing rarely calls anything SLOW or FAST.
+
+Simulated on the H200's noise figures (tools/gate/simulate.py): heavy-tailed block scatter,
+round drift, worker offsets. Where the statistics alone decide, removing the spending over
+looks and the correction over cases breaks the bound (the second test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.gate import model, simulate
+from tools.gate.config import Thresholds
+from tools.gate.simulate import Noise, rates, suite
+
+REPO = Path(__file__).resolve().parent.parent
+GATES = 150
+
+
+@pytest.fixture(scope="module")
+def th() -> Thresholds:
+    return Thresholds.load(REPO / "thresholds.json")
+
+
+def test_false_alarms_stay_below_alpha_under_optional_stopping(th) -> None:
+    # 16 unchanged cases a run, up to 10 looks each: at most alpha (1%) of runs may raise
+    # a false alarm; 150 runs allow a few by chance (P(X > 5 | p = 0.01) < 0.4%)
+    aa = rates(GATES, *suite(8, 8), th, seed=1)
+    assert aa["false_alarm"] <= 5 / GATES, aa
+    assert aa["same"] > 0.5, aa  # the bandwidth cases at least are called SAME
+    changed = rates(GATES // 3, *suite(8, 8, 0.03, 0.01), th, seed=2)
+    assert changed["false_alarm"] <= 3 / (GATES // 3), changed
+    assert changed["slow"] >= 0.8, changed
+
+
+def test_without_the_spending_and_the_correction_the_bound_breaks(monkeypatch) -> None:
+    """Where only the statistics stand between noise and a verdict (thresholds near zero,
+    no worker offsets for the re-measure to expose), looking at every round at the full
+    alpha with no correction over the 16 cases calls false alarms in a fifth of runs;
+    the spending and the correction keep it at zero in the first test's design."""
+    raw = json.loads((REPO / "thresholds.json").read_text())
+    for name in ("compute", "bandwidth"):
+        raw["classes"][name]["min_ratio"] = 1e-4
+    th = Thresholds.from_dict(raw, REPO / "thresholds.json")
+    noises = {"compute": Noise(block=0.01, drift=0.02, df=4.0),
+              "bandwidth": Noise(block=0.001, drift=0.002, df=4.0)}
+    monkeypatch.setattr(simulate, "H200", noises)
+    monkeypatch.setattr(model.stats, "spent", lambda total, look, looks: total)
+    monkeypatch.setattr(model.stats, "adjust", lambda p, method: list(p))
+    broken = rates(60, *suite(8, 8), th, seed=3)
+    assert broken["false_alarm"] > 0.08, broken

@@ -1,0 +1,155 @@
+"""The gate's error rates under its sequential design, by simulation on a CPU.
+
+    python -m tools.gate.simulate --gates 400          # the table in docs/gate.md
+
+Each simulated gate runs the real decision code (``model.decide_look`` at every look,
+``sequential.replay`` at the end, confirmation by "fresh workers") on block medians
+drawn from a noise model with the parts measured on an H200 (docs/perf.md, "Noise"):
+
+- ``drift``: what moves both sides of a round together (the GPU's state): cancels;
+- ``block``: each block's own scatter (a median of a few trials at a power cap);
+- ``worker``: a fixed offset per worker process (where it placed its buffers), new at
+  each restart, so the re-measure by fresh workers sees new offsets;
+- heavy tails: Student-t with ``df`` degrees of freedom (a block hit by a hiccup).
+
+It checks what optional stopping must not break: over the whole suite and all looks, a
+run that changes nothing calls a false SLOW or FAST in at most ``alpha`` of runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tools.gate.config import Thresholds
+from tools.gate.model import Block, CaseData, Verdict, decide_look
+from tools.gate.sequential import finalise, replay
+
+REPO = Path(__file__).resolve().parent.parent.parent
+COMPUTE = "bench_gemm.GemmTime.track_time('sim-{}', 'fp16', 'triton')"
+BANDWIDTH = "bench_rmsnorm.RmsnormTime.track_time('sim-{}', 'bf16', 'triton')"
+
+
+@dataclass(frozen=True)
+class Noise:
+    block: float  # log-scale sd of a block's median
+    drift: float = 0.0  # shared by both sides of a round
+    worker: float = 0.0  # per worker process
+    df: float | None = None  # Student-t tails; None: normal
+
+
+# Figures of the H200 (docs/perf.md, "Noise"): a power-capped GEMM's block of 5 trials
+# scatters ~1% and processes settle up to 2.3% apart; a bandwidth-bound kernel 0.1%.
+H200 = {"compute": Noise(block=0.010, drift=0.02, worker=0.003, df=4.0),
+        "bandwidth": Noise(block=0.001, drift=0.002, worker=0.0005, df=4.0)}
+
+
+def _draw(rng: np.random.Generator, noise: Noise) -> float:
+    if noise.df is None:
+        return float(rng.normal(0.0, noise.block))
+    # scaled so the sd stays ``block`` whatever the tails
+    return float(rng.standard_t(noise.df) * noise.block * math.sqrt((noise.df - 2) / noise.df))
+
+
+def _block(side: str, r: int, log_value: float, confirm: bool) -> Block:
+    return Block(side, r, samples=[math.exp(log_value)], clocks=[1400.0], power_w=[600.0],
+                 power_limit_w=700.0, throttle_bits=0, backend="sim", confirm=confirm)
+
+
+def _offsets(rng: np.random.Generator, noises: Mapping[str, Noise]) -> dict[str, tuple]:
+    return {n: (rng.normal(0, z.worker), rng.normal(0, z.worker)) for n, z in noises.items()}
+
+
+def _round(cases: dict[str, CaseData], names: list[str], effects: Mapping[str, float],
+           noises: Mapping[str, Noise], offsets: dict[str, tuple], r: int,
+           rng: np.random.Generator, confirm: bool = False) -> None:
+    for name in names:
+        noise = noises[name]
+        drift = rng.normal(0.0, noise.drift)
+        base = drift + offsets[name][0] + _draw(rng, noise)
+        head = drift + offsets[name][1] + effects[name] + _draw(rng, noise)
+        cases[name].blocks += [_block("base", r, base, confirm), _block("head", r, head, confirm)]
+
+
+def simulate_gate(effects: Mapping[str, float], noises: Mapping[str, Noise], th: Thresholds,
+                  rng: np.random.Generator) -> list[Verdict]:
+    """One gate run: ``effects`` are log ratios (true changes) per case name."""
+    seq = th.sequential
+    cases = {name: CaseData(name) for name in effects}
+    offsets = _offsets(rng, noises)
+    decided: dict[str, Verdict] = {}
+    for r in range(1, seq.max_rounds + 1):
+        still = [n for n in effects if n not in decided]
+        if not still:
+            break
+        _round(cases, still, effects, noises, offsets, r, rng)
+        if r >= seq.min_rounds:
+            look = r - seq.min_rounds + 1
+            for v in decide_look([cases[n] for n in still], th, r, look, seq.looks):
+                if v.decided:
+                    decided[v.case] = v
+    waiting = [v.case for v in replay(list(cases.values()), th) if v.candidate]
+    fresh = _offsets(rng, noises)  # the re-measure runs in new worker processes
+    last = max(b.round for c in cases.values() for b in c.blocks)
+    for k in range(seq.confirm_rounds):
+        _round(cases, waiting, effects, noises, fresh, last + 1 + k, rng, confirm=True)
+    return finalise(replay(list(cases.values()), th), "rounds or budget spent")
+
+
+def suite(compute: int, bandwidth: int, compute_effect: float = 0.0,
+          bandwidth_effect: float = 0.0, changed: int = 1
+          ) -> tuple[dict[str, float], dict[str, Noise]]:
+    """A suite like the PR subset: ``changed`` cases of each class carry the effect."""
+    effects, noises = {}, {}
+    for i in range(compute):
+        effects[COMPUTE.format(i)] = math.log1p(compute_effect) if i < changed else 0.0
+        noises[COMPUTE.format(i)] = H200["compute"]
+    for i in range(bandwidth):
+        effects[BANDWIDTH.format(i)] = math.log1p(bandwidth_effect) if i < changed else 0.0
+        noises[BANDWIDTH.format(i)] = H200["bandwidth"]
+    return effects, noises
+
+
+def rates(gates: int, effects: Mapping[str, float], noises: Mapping[str, Noise],
+          th: Thresholds, seed: int = 0) -> dict[str, float]:
+    """Shares of gate runs: any false SLOW/FAST; per changed case SLOW; unchanged SAME."""
+    rng = np.random.default_rng(seed)
+    false_alarm, slow, same, rounds = 0, 0, 0, []
+    changed = [n for n, e in effects.items() if e]
+    unchanged = [n for n, e in effects.items() if not e]
+    for _ in range(gates):
+        verdicts = {v.case: v for v in simulate_gate(effects, noises, th, rng)}
+        false_alarm += any(verdicts[n].verdict in ("SLOW", "FAST") for n in unchanged)
+        slow += sum(verdicts[n].verdict == "SLOW" for n in changed)
+        same += sum(verdicts[n].verdict == "SAME" for n in unchanged)
+        rounds.append(max(v.rounds for v in verdicts.values()))
+    return {"false_alarm": false_alarm / gates,
+            "slow": slow / (gates * len(changed)) if changed else math.nan,
+            "same": same / (gates * len(unchanged)) if unchanged else math.nan,
+            "median_rounds": float(np.median(rounds))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.gate.simulate",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--gates", type=int, default=400)
+    parser.add_argument("--thresholds", type=Path, default=REPO / "thresholds.json")
+    args = parser.parse_args(argv)
+    th = Thresholds.load(args.thresholds)
+    print("| suite (8 compute + 8 bandwidth cases) | any false SLOW/FAST | changed cases SLOW "
+          "| unchanged SAME | rounds (median) |\n|---|---|---|---|---|")
+    for label, effects in (("A/A", suite(8, 8)),
+                           ("+3% compute, +1% bandwidth (1 case each)", suite(8, 8, 0.03, 0.01))):
+        r = rates(args.gates, *effects, th)
+        print(f"| {label} | {r['false_alarm']:.1%} | {r['slow']:.1%} | {r['same']:.1%} "
+              f"| {r['median_rounds']:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
