@@ -393,8 +393,8 @@ class WorkerClient:
         return retire(self.dir, f"{self.spec.group}-", except_name)
 
     def shutdown(self) -> None:
-        paths = self._paths()
-        retire(self.dir, paths["sock"].stem, "")
+        """Stop this spec's worker (any code), if one runs."""
+        retire(self.dir, f"{self.spec.group}-", "")
 
 
 def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:

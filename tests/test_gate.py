@@ -228,6 +228,9 @@ class FakeClient:
     def __init__(self, side: str, log: list) -> None:
         self.side, self.log = side, log
 
+    def shutdown(self) -> None:
+        pass
+
     def request(self, message: dict, timeout_s: float) -> dict:
         self.log.append((message["spec"]["case"], self.side))
         windows = [{"sm_clock_mhz_median": 1420.0, "power_w_mean": 690.0,
@@ -277,7 +280,7 @@ def test_thresholds_errors_name_the_file_and_field(tmp_path: Path) -> None:
             Thresholds.load(path)
         assert str(path) in str(err.value) and where in str(err.value), err.value
     path.write_text(json.dumps(raw).replace('"alpha": 0.01', '"alpha": NaN'))
-    with pytest.raises(ConfigError, match="alpha|NaN"):
+    with pytest.raises(ConfigError, match=r"alpha|NaN"):
         Thresholds.load(path)
 
 

@@ -8,7 +8,6 @@ this working tree's .asv.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import subprocess
@@ -16,7 +15,6 @@ import sys
 import types
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from tests.test_telemetry_nvml import fake_pynvml
@@ -287,69 +285,61 @@ def test_amd_gpus_from_amdsmi_honour_hip_visible_devices(monkeypatch, tmp_path) 
     assert "HIP_VISIBLE_DEVICES" not in os.environ, "the caller's environment must be restored"
 
 
-# ----------------------------------------------------------------- the gate's merge
-
-TIME = "bench_x.XTime.track_time"
-COLUMNS = ["result", "params", "version", "started_at", "duration", "stats_ci_99_a",
-           "stats_ci_99_b", "stats_q_25", "stats_q_75", "stats_number", "stats_repeat",
-           "samples"]
+# ----------------------------------------------------------------- the sharded gate
 
 
-def _write(round_dir: Path, machine: str, commit: str, levels: dict[str, float | None],
-           seed: int) -> None:
-    """asv's results file of one side: cases not run on this machine are NaN, as asv writes."""
-    rng = np.random.default_rng(seed)
-    names = sorted(levels)
-    samples = [None if levels[n] is None else
-               [float(x) for x in levels[n] * (1 + 0.002 * rng.standard_normal(10))]
-               for n in names]
-    values = [math.nan if s is None else float(np.median(s)) for s in samples]
-    row = [values, [[repr(n) for n in names]], "v1", 0, 1.0, None, None, None, None,
-           [1] * len(names), [10] * len(names), samples]
-    path = round_dir / "results" / machine / f"{commit[:8]}-env.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"version": 2, "commit_hash": commit, "env_name": "env",
-                                "result_columns": COLUMNS, "results": {TIME: row}}))
-    (round_dir / "results" / "benchmarks.json").write_text(json.dumps(
-        {TIME: {"param_names": ["case"], "unit": "seconds"}, "version": 2}))
+class _LaneClient:
+    """A worker stand-in: answers for one side on one GPU, logging what it measured."""
+
+    def __init__(self, side: str, gpu: str, log: list) -> None:
+        self.side, self.gpu, self.log = side, gpu, log
+
+    def shutdown(self) -> None:
+        pass
+
+    def request(self, message: dict, timeout_s: float) -> dict:
+        name = message["spec"]["case"]
+        self.log.append((name, self.gpu))
+        t = 1.10 if (name == "s" and self.side == "head") else 1.0
+        windows = [{"sm_clock_mhz_median": 1980.0, "power_w_mean": 400.0,
+                    "power_limit_w": 700.0, "throttle_bits_or": 0}] * 5
+        return {"samples": [t * (1 + 0.0003 * k) for k in range(5)],
+                "measurement": {"windows": windows, "telemetry_backend": "nvml"}}
 
 
 def test_gate_judges_each_case_once_on_its_own_gpu(tmp_path: Path) -> None:
-    base, head = "a" * 40, "b" * 40
+    from tools.gate import cli
+    from tools.gate.config import Thresholds
+    from tools.gate.measure import Lane, Run
+    from tools.gate.sequential import exit_code, replay
+
     own = {"0:0000aa01": ["p", "q"], "1:0000bb02": ["r", "s"]}
-    slower = "s"  # only GPU 1's case s is 10% slower at head
-    plan = {"base": base, "head": head, "base_how": "given", "host": "box", "hash_length": 8,
-            "rounds": 3, "shards": []}
-    for label, names in own.items():
-        machine = f"box-fake-{label[2:]}"
-        cases = [f"{TIME}({n!r})" for n in names]
-        plan["shards"].append({"label": label, "uuid": label, "index": int(label[0]),
-                               "model": "Fake", "machine": machine, "dir": label[2:],
-                               "cases": cases})
-        shard_dir = tmp_path / label[2:]
-        shard_dir.mkdir()
-        gate.write_state(shard_dir, {"base": base, "head": head, "machine": machine,
-                                     "hash_length": 8})
-        for r in range(1, 4):
-            for commit, factor in ((base, 1.0), (head, 1.1)):
-                levels = {n: (1e-3 * (factor if n == slower else 1.0) if n in names else None)
-                          for n in "pqrs"}
-                _write(shard_dir / f"round-{r:02d}", machine, commit, levels, seed=r)
-    th = gate.Thresholds.load(REPO / "thresholds.json")
-    verdicts, case_gpus = shard.analyse_sharded(tmp_path, plan, th)
-    by_case = {v.case: v for v in verdicts}
-    assert sorted(by_case) == [f"{TIME}({n!r})" for n in "pqrs"], "each case judged once"
-    assert by_case[f"{TIME}('s')"].verdict == "SLOW"
-    assert {by_case[f"{TIME}({n!r})"].verdict for n in "pqr"} == {"SAME"}
-    assert case_gpus[f"{TIME}('s')"] == "1:0000bb02" and case_gpus[f"{TIME}('p')"] == "0:0000aa01"
-    info = shard.report_info(plan, verdicts, th, "sm_90")
-    text = shard.sharded_markdown(verdicts, gate.exit_code(verdicts), info, plan, case_gpus, 60)
-    assert "| case | GPU |" in text
-    assert re.search(r"track_time\('s'\)` \| 1:0000bb02 \|.*\*\*SLOW\*\*", text)
-    assert "`1:0000bb02` = Fake `1:0000bb02`, machine `box-fake-0000bb02`" in text
+    lanes = [Lane(label, machine_tool.gpu_visibility_env(int(label[0]), {}), cases)
+             for label, cases in own.items()]
+    cases = [{"name": n, "kind": "time", "unit": "seconds",
+              "spec": {"op": "rmsnorm", "case": n}} for n in "pqrs"]
+    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases, lanes)
+    log: list = []
+
+    def make_client(slot: str, env: dict, **kw) -> _LaneClient:
+        side = "base" if "-base-" in slot else "head"
+        return _LaneClient(side, env["CUDA_VISIBLE_DEVICES"], log)
+
+    th = Thresholds.load(REPO / "thresholds.json")
+    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lambda s: None)
+    run.run()
+    for name, gpu in log:
+        assert any(name in cases for label, cases in own.items() if label[0] == gpu), (name, gpu)
+    verdicts = {v.case: v for v in replay(run_cases(run), th)}
+    assert verdicts["s"].verdict == "SLOW" and verdicts["s"].confirmed, verdicts["s"]
+    assert all(verdicts[n].verdict == "SAME" for n in "pqr")
+    assert exit_code(list(verdicts.values())) == 1
 
 
-# ----------------------------------------------------------------- end to end
+def run_cases(run):
+    from tools.gate.measure import case_data
+
+    return case_data(run.plan.cases, run.rows)
 
 
 @pytest.fixture(scope="module")
@@ -439,7 +429,7 @@ def test_sharded_gate_names_the_gpu_of_every_case(clone: dict) -> None:
     subprocess.run(["git", "commit", "-q", "-m", "docs"], cwd=repo, check=True, env=git_env)
     subprocess.run(["git", "checkout", "-q", "main"], cwd=repo, check=True)
     out = clone["root"] / "gate-out"
-    proc = _shard(clone, "gate", "--head", "docs-only", "-b", "GemmRegisters", "--rounds", "2",
+    proc = _shard(clone, "gate", "--head", "docs-only", "-b", "GemmRegisters",
                   "--out", str(out), "--label", "e2e")
     log = proc.stdout + proc.stderr
     report = json.loads((out / "gate.json").read_text())
@@ -447,11 +437,13 @@ def test_sharded_gate_names_the_gpu_of_every_case(clone: dict) -> None:
     assert report["base_how"].startswith("merge-base with")
     labels = {g["label"]: g for g in report["gpus"]}
     assert len(labels) == 2
-    assignment = shard.load_map(repo / ".asv" / "pr-results" / "assignment.shardmap")
+    uuids = {label: entry.split("=")[0]
+             for label, entry in zip(sorted(labels), FAKE.split(","), strict=True)}
     assert report["cases"], log
     for case in report["cases"]:
         assert case["verdict"] == "SAME", case
-        assert labels[case["gpu"]]["uuid"] == assignment.cases[case["case"]]
+        assert case["case"] in labels[case["gpu"]]["cases"]
+        assert uuids[case["gpu"]] == shard.owner(case["case"], uuids.values()), case
     text = (out / "gate.md").read_text()
     assert "| case | GPU |" in text and all(label in text for label in labels)
     head8 = subprocess.run(["git", "rev-parse", "--short=8", "docs-only"], cwd=repo,

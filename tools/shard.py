@@ -769,6 +769,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
     except (GateError, ConfigError, ShardError, PathError) as err:
         code = err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
         return gate_cli.fail(out_dir, str(err), code, args.label)
+    except Exception as err:  # the gate's own bug: never a regression, never a pass
+        import traceback
+
+        traceback.print_exc()
+        return gate_cli.fail(out_dir, f"the gate itself failed ({type(err).__name__}: {err})",
+                             EXIT_GATE_ERROR, args.label)
     code = exit_code(verdicts)
     case_gpus = {name: lane["label"] for lane in state["lanes"] for name in lane["cases"]}
     info = gate_cli.info_of(state, verdicts, th)

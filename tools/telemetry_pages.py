@@ -198,9 +198,9 @@ clock, hottest temperature, mean power, power limit, energy per call and the OR 
 throttle bits over all samples. Click a row for its samples. Orange: the clock fell below
 90% of its median during the run, or a bit of heat, a hardware slowdown or an outside clock
 setting was set (thresholds.json's <code>throttle_bits.environment</code>, as the gate reads
-it; the power cap a big GEMM lives at is not one); red: a thermal or hardware slowdown bit. Compare clocks with the
-baseline's, not with the maximum. A dash is a value this record does not hold; hover it
-for the reason.</p>
+it; the power cap a big GEMM lives at is not one); red: a thermal or hardware slowdown bit.
+Compare clocks with the baseline's, not with the maximum. A dash is a value this record
+does not hold; hover it for the reason.</p>
 __NOTES__
 <p id="empty" class="why" hidden></p>
 <div id="filters"><label>benchmark <select id="bench"></select></label>

@@ -108,7 +108,7 @@ def plan_run(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds)
                         + ("" if gpu else " among the static figures (no GPU here)"))
     from tools import machine as machine_tool
 
-    machine = args.machine or machine_tool.describe(None)["machine"]
+    machine = getattr(args, "machine", None) or machine_tool.describe(None)["machine"]
     return GatePlan(repo, pr_dir, base, head, how, machine, cases,
                     [Lane(cases=[c["name"] for c in cases])], args.label)
 

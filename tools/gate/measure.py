@@ -36,7 +36,6 @@ from harness.worker import (
     WorkerError,
     WorkerSpec,
     device_key,
-    retire,
 )
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_INCONCLUSIVE, GateError
@@ -225,12 +224,10 @@ class Run:
                                 preload=self.plan.repo / "benchmarks" / "__init__.py")
 
     def retire_workers(self) -> None:
-        from harness.worker import worker_dir
-
+        """Stop this generation's workers (the GPU's memory back; fresh ones next)."""
         for lane in self.plan.lanes:
             for side in SIDES:
-                client = self.client(lane, side)
-                retire(worker_dir(), client.spec.group + "-")
+                self.client(lane, side).shutdown()
 
     # ---- accounting
     def elapsed(self) -> float:

@@ -117,6 +117,7 @@ class Verdict:
     power_limit_w: float | None = None
     attribution: str = "none"  # none | code | environment
     broke: bool = False
+    skipped: bool = False  # skipped on both sides: nothing to compare, not reported
     candidate: str = ""  # SLOW or FAST before the re-measure by fresh workers
     confirmed: bool | None = None
     higher_is_better: bool = False
@@ -224,7 +225,7 @@ def assess(data: CaseData, th: Thresholds, upto: int | None) -> Verdict | _Teste
         v.broke = why.startswith("failed at head")
         if why.startswith("skipped at base") and all(
                 b.status == "skipped" for b in data.side("head")):
-            v.reason = "skipped on both sides"
+            v.reason, v.skipped = "skipped on both sides", True
         return v
     pairs = data.pairs(upto)
     v.rounds = len(pairs)

@@ -29,7 +29,8 @@ def last_round(cases: Sequence[CaseData]) -> int:
 
 def replay(cases: Sequence[CaseData], th: Thresholds) -> list[Verdict]:
     """The verdict of every case after the rounds measured so far, look by look, exactly
-    as the run decided them (the same function decides during the run)."""
+    as the run decided them (the same function decides during the run). Cases skipped on
+    both sides (a figure a target cannot give, a case neither commit has) are left out."""
     seq = th.sequential
     final: dict[tuple[str, str], Verdict] = {}
     latest: dict[tuple[str, str], Verdict] = {}
@@ -43,6 +44,8 @@ def replay(cases: Sequence[CaseData], th: Thresholds) -> list[Verdict]:
     out = []
     for data in cases:
         v = final.get(key(data)) or latest[key(data)]
+        if v.skipped:
+            continue
         if v.decided and v.verdict in ("SLOW", "FAST") and not _is_exact(v, th):
             v = confirm(v, data, th)
         out.append(v)
