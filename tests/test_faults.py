@@ -50,7 +50,9 @@ def _env(root: Path, **fake: str) -> dict[str, str]:
 
 
 def _seed(root: Path) -> dict[str, str]:
-    """Earlier results and records that no fault may touch; their digests."""
+    """The project's config, earlier results and records that no fault may touch; their
+    digests."""
+    (root / "asv.conf.json").write_text((REPO / "asv.conf.json").read_text())
     old = {root / ".asv" / "results" / "fault-box" / "aaaaaaaa-fake-env.json": {"old": 1},
            root / ".asv" / "records" / "fault-box" / "aaaaaaaa-fake-env" / "b" / "r.json":
                {"schema": "kperf-record-1", "benchmark": "b", "params": {},

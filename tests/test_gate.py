@@ -207,11 +207,24 @@ def test_flagged_cases_stand_only_if_the_remeasure_alone_moved(th) -> None:
     kept = case(GEMM, [1.0, 1.0, 1.0], [1.04, 1.042, 1.038])
     kept.blocks += [block("base", 4, 1.0, confirm=True), block("head", 4, 1.041, confirm=True)]
     assert replay([kept], th)[0].verdict == "SLOW" and replay([kept], th)[0].confirmed
-    lost = case(GEMM, [1.0, 1.0, 1.0], [1.04, 1.042, 1.038])
-    lost.blocks += [block("base", 4, 1.0, confirm=True), block("head", 4, 1.001, confirm=True)]
+    lost = case(GEMM, [1.0] * 6, [1.04, 1.06, 1.02, 1.05, 1.03, 1.04])
+    lost.blocks += [block("base", 7, 1.0, confirm=True), block("head", 7, 1.012, confirm=True)]
     v = replay([lost], th)[0]
-    assert v.verdict == "INCONCLUSIVE" and v.confirmed is False
-    assert "not confirmed by fresh workers" in v.reason and "x1.001" in v.reason
+    assert v.candidate == "SLOW" and v.verdict == "INCONCLUSIVE" and v.confirmed is False, v
+    assert "not confirmed by fresh workers" in v.reason and "x1.012" in v.reason
+
+
+def test_two_pairs_of_workers_that_disagree_show_an_offset_not_a_change(th) -> None:
+    """An A/A on the H200: a bandwidth-bound kernel 2.5% apart in one pair of worker
+    processes, every round alike, and 0.8% apart in a fresh pair. Past the threshold both
+    times, but not the same change: no verdict."""
+    data = case(NORM, [1.0] * 4, [0.9757, 0.9744, 0.9741, 0.9749], clock=1980.0, bits=0,
+                power=450.0)
+    data.blocks += [block("base", 5, 1.0, confirm=True, clock=1980.0, bits=0, power=450.0),
+                    block("head", 5, 0.9925, confirm=True, clock=1980.0, bits=0, power=450.0)]
+    v = replay([data], th)[0]
+    assert v.candidate == "FAST" and v.verdict == "INCONCLUSIVE", v
+    assert "disagree" in v.reason and "offset of the processes" in v.reason
 
 
 def test_confirm_checks_cycles_where_the_environment_moved_the_clock(th) -> None:

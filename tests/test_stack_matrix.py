@@ -164,7 +164,8 @@ def _row(values: list, samples: list | None = None) -> list:
 
 @pytest.fixture()
 def two_stacks(tmp_path: Path) -> dict:
-    """One commit, two machines (image per release) with one env each, hand-made results."""
+    """One commit, two machines (image per release) with one env each, hand-made results in
+    three rounds (results folders), both stacks in each, as tools.matrix measures them."""
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
@@ -173,25 +174,28 @@ def two_stacks(tmp_path: Path) -> dict:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                             text=True, check=True).stdout.strip()
     (repo / "thresholds.json").write_text((REPO / "thresholds.json").read_text())
-    results = tmp_path / "results"
-    results.mkdir()
-    (results / "benchmarks.json").write_text(json.dumps({
-        "bench_gemm.GemmTime.track_time": {"unit": "seconds"},
-        "bench_gemm.GemmRegisters.track_value": {"unit": "registers"}}))
-    fast = [1.00e-3 + i * 1e-6 for i in range(12)]
-    slow = [1.30e-3 + i * 1e-6 for i in range(12)]
-    for machine, rocm, times, regs in (("mi300x-rocm6.3", "6.3", fast, 128.0),
-                                       ("mi300x-rocm6.4", "6.4", slow, 160.0)):
-        _results_file(results, machine, commit, "virtualenv-py3.12",
-                      {"machine": machine, "rocm": rocm, "python": "3.12"}, {
-                          "bench_gemm.GemmTime.track_time": _row([sorted(times)[6]], [times]),
-                          "bench_gemm.GemmRegisters.track_value": _row([regs]),
-                      })
-    return {"repo": repo, "results": results, "commit": commit, "out": tmp_path / "out"}
+    rounds = [tmp_path / f"round-{r}" / "results" for r in (1, 2, 3)]
+    for r, results in enumerate(rounds):
+        results.mkdir(parents=True)
+        (results / "benchmarks.json").write_text(json.dumps({
+            "bench_gemm.GemmTime.track_time": {"unit": "seconds"},
+            "bench_gemm.GemmRegisters.track_value": {"unit": "registers"}}))
+        fast = [(1.00e-3 + i * 1e-6) * (1 + 0.002 * r) for i in range(12)]
+        slow = [(1.30e-3 + i * 1e-6) * (1 + 0.002 * r) for i in range(12)]
+        for machine, rocm, times, regs in (("mi300x-rocm6.3", "6.3", fast, 128.0),
+                                           ("mi300x-rocm6.4", "6.4", slow, 160.0)):
+            _results_file(results, machine, commit, "virtualenv-py3.12",
+                          {"machine": machine, "rocm": rocm, "python": "3.12"}, {
+                              "bench_gemm.GemmTime.track_time": _row([sorted(times)[6]],
+                                                                     [times]),
+                              "bench_gemm.GemmRegisters.track_value": _row([regs]),
+                          })
+    return {"repo": repo, "results": rounds, "commit": commit, "out": tmp_path / "out"}
 
 
 def _stackcmp(s: dict, base: str, head: str) -> tuple[int, dict]:
-    code = stackcmp.main(["--repo", str(s["repo"]), "--results", str(s["results"]),
+    folders = [arg for results in s["results"] for arg in ("--results", str(results))]
+    code = stackcmp.main(["--repo", str(s["repo"]), *folders,
                           "--base", base, "--head", head, "--out", str(s["out"]),
                           "--label", "unit"])
     return code, json.loads((s["out"] / "stackcmp.json").read_text())
@@ -205,10 +209,10 @@ def test_stackcmp_flags_a_slower_stack_like_the_gate(two_stacks: dict) -> None:
     assert by_case["GemmRegisters"]["verdict"] == "SLOW"
     assert by_case["GemmRegisters"]["reason"] == "static figure: exact comparison"
     assert code == 1 and report["exit_code"] == 1 and report["status"] == "REGRESSION"
-    assert report["schema"] == "kperf-gate-1"
+    assert report["schema"] == "kperf-gate-2"
     md = (two_stacks["out"] / "stackcmp.md").read_text()
     assert "### Stack comparison — unit" in md and "rocm 6.3" in md and "rocm 6.4" in md
-    assert "| case | before | after | ratio [CI] | clocks | verdict |" in md
+    assert "| case | before | after | ratio [interval] | clocks | rounds | verdict |" in md
 
 
 def test_stackcmp_reverse_direction_is_fast_and_passes(two_stacks: dict) -> None:

@@ -141,7 +141,8 @@ def _window(sm: float, sm_min: float, bits: int | None, temp: float = 60.0) -> d
 
 
 def _write(root: Path, monkeypatch: pytest.MonkeyPatch, commit: str, machine_name: str,
-           windows: list[dict], backend: str = "nvml", reason: str = "NVML") -> None:
+           windows: list[dict], backend: str = "nvml", reason: str = "NVML",
+           case: str = "m4096") -> None:
     monkeypatch.setenv("ASV_COMMIT", commit)
     monkeypatch.setenv("KPERF_MACHINE", machine_name)
     monkeypatch.setenv("ASV_ENV_NAME", "env1")
@@ -149,7 +150,7 @@ def _write(root: Path, monkeypatch: pytest.MonkeyPatch, commit: str, machine_nam
                    "mode": "events", "settled": True, "telemetry_backend": backend,
                    "telemetry_reason": reason, "windows": windows}
     record.write_record("bench_gemm.GemmTime.track_time",
-                        {"case": "m4096", "dtype": "fp16", "backend": "triton"},
+                        {"case": case, "dtype": "fp16", "backend": "triton"},
                         {"kind": "time", "measurement": measurement, "gpu": "NVIDIA H200",
                          "recorded_at": 1.0 if commit.startswith("a") else 2.0}, root)
 
@@ -188,7 +189,10 @@ def test_telemetry_page_escapes_and_handles_no_records(tmp_path: Path,
     page = telemetry_pages.write_telemetry_pages(tmp_path / "html", tmp_path / "missing")
     assert json.loads((page.parent / "telemetry.json").read_text())["points"] == []
     root = tmp_path / "records"
-    _write(root, monkeypatch, "c" * 40, "</script><b>x", [_window(1000, 900, None)])
+    # a machine name cannot carry markup (records refuse names that are not one plain
+    # folder name); a parameter can
+    _write(root, monkeypatch, "c" * 40, "h200-1", [_window(1000, 900, None)],
+           reason="</script><b>x", case="</script><b>x")
     html = telemetry_pages.write_telemetry_pages(tmp_path / "html2", root).read_text()
     assert "</script><b>" not in html and html.count("</script>") == 2
     (root / "broken.json").write_text("{")

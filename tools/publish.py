@@ -37,9 +37,9 @@ GATE_KEEP_DIR = Path(".asv") / "gate-reports"
 
 
 def load_conf(path: Path) -> dict[str, Any]:
-    from asv import util
+    from tools.gate.asvio import load_project_conf
 
-    return util.load_json(str(path), js_comments=True)
+    return load_project_conf(path)
 
 
 def default_record_roots(repo: Path, results_dir: Path) -> list[Path]:

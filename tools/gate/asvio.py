@@ -221,12 +221,16 @@ def resolve_base(repo: Path, head: str, base: str | None, main_branch: str) -> t
 
 
 def load_project_conf(path: Path) -> dict[str, Any]:
-    from asv import util
+    """asv.conf.json as asv reads it: JSON with // comments (json5, asv's own parser)."""
+    import json5
 
     try:
-        return util.load_json(str(path), js_comments=True)
-    except Exception as err:
+        conf = json5.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as err:
         raise GateError(f"{path}: cannot read asv config ({err})") from err
+    if not isinstance(conf, dict):
+        raise GateError(f"{path}: an asv config must be a JSON object")
+    return conf
 
 
 def derived_config(conf: dict[str, Any], repo: Path, round_dir: Path) -> dict[str, Any]:

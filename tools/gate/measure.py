@@ -260,19 +260,23 @@ class Run:
         self.record(case, block, lane)
         return block
 
-    def prepare(self, lane: Lane, cases: Sequence[dict[str, Any]]) -> None:
+    def prepare(self, lane: Lane, cases: Sequence[dict[str, Any]],
+                sides: Sequence[str] = SIDES) -> None:
         """Compile and check every case on both sides before the first round, so a
-        compile error or a wrong result ends that case and compiles stay out of rounds."""
-        measured = {(r["case"], r["side"]) for r in self.rows}
-        for case in cases:
-            for side in SIDES:
+        compile error or a wrong result ends that case and compiles stay out of rounds.
+        ``sides`` gives the order the workers start in (the re-measure reverses it)."""
+        measured = {(r["case"], r["side"]) for r in self.rows if self.generation == 0}
+        for side in sides:
+            for case in cases:
                 if (case["name"], side) in measured:
                     continue
                 try:
                     self.client(lane, side).request({"op": "prepare", "spec": case["spec"]},
                                                     PREPARE_TIMEOUT_S)
                 except (RemoteError, RemoteSkip, WorkerError) as err:
-                    self.record(case, failed_block(side, 1, err), lane)
+                    again = self.generation > 0
+                    number = self.rounds_done() + 1 if again else 1
+                    self.record(case, failed_block(side, number, err, again), lane)
 
     def static(self, case: dict[str, Any], lane: Lane) -> None:
         for side in SIDES:
@@ -363,6 +367,9 @@ class Run:
         self.log(f"re-measuring {len(waiting)} flagged case(s) with fresh workers")
         self.retire_workers()
         self.generation += 1
+        for lane in self.plan.lanes:  # head's worker first this time: a start-order bias flips
+            self.prepare(lane, [self.by_name[n] for n in lane.cases if n in waiting],
+                         SIDES[::-1])
         first = self.rounds_done() + 1
         for offset in range(self.th.sequential.confirm_rounds):
             with ThreadPoolExecutor(max_workers=len(self.plan.lanes)) as pool:

@@ -4,13 +4,15 @@ After every round from ``min_rounds`` on, every case still open is looked at
 (``model.decide_look``) with that look's share of alpha and beta: linear spending over at
 most ``max_rounds - min_rounds + 1`` looks, so the chance of a false SLOW or FAST in a
 whole run stays below alpha however many looks it takes (docs/gate.md, "Error control").
-A case leaves the loop once decided. SLOW and FAST are then re-measured by fresh worker
-processes, and stand only if that re-measure alone moved past the class threshold the
-same way (in cycles too where the environment moved the clock).
+A case leaves the loop once decided. SLOW and FAST are then re-measured by a fresh pair of
+worker processes (started in the opposite order), and stand only if that re-measure alone
+moved past the class threshold the same way (in cycles too where the environment moved
+the clock) and agrees with the first pair.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -66,8 +68,29 @@ def awaiting_confirmation(verdicts: Sequence[Verdict]) -> set[tuple[str, str]]:
     return {key(v) for v in verdicts if v.candidate and v.confirmed is None}
 
 
+# Two pairs of worker processes whose rounds differ beyond this (two-sided p) disagree.
+CONSISTENCY_P = 0.01
+
+
+def generations_disagree(main: Sequence[float], again: Sequence[float], floor: float) -> float:
+    """p-value that the fresh pair's log ratios come from the same mean as the first
+    pair's, with the first pair's round-to-round spread (it has the rounds to know it)."""
+    from scipy import stats as sps
+
+    sd = max(statistics.stdev(main) if len(main) > 1 else 0.0, floor)
+    if sd == 0.0:
+        return 1.0 if statistics.fmean(main) == statistics.fmean(again) else 0.0
+    se = sd * math.sqrt(1 / len(main) + 1 / len(again))
+    t = (statistics.fmean(again) - statistics.fmean(main)) / se
+    return float(2 * sps.t.sf(abs(t), max(len(main) - 1, 1)))
+
+
 def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
-    """The re-measure alone must move past the class threshold in the flagged direction."""
+    """A SLOW or FAST stands only if a second, independent pair of worker processes
+    (started in the opposite order) reproduces it: its rounds alone move past the class
+    threshold the same way, and they agree with the first pair's within the rounds' own
+    spread. Two pairs that disagree show an offset of the processes (measured up to 2.5%
+    on an H200 for a bandwidth-bound kernel, docs/perf.md), not the code."""
     flagged = v.candidate = v.verdict
     pairs = data.pairs(confirm=True)
     if not pairs:
@@ -75,11 +98,20 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
         v.reason = f"flagged {flagged} (x{v.ratio:.3f}), not re-measured yet" + (
             f"; {v.reason}" if v.reason else "")
         return v
+    _, klass = th.rule_for(v.case)
+    main = [math.log(h.median() / b.median()) for b, h in data.pairs(confirm=False)]
+    again = [math.log(h.median() / b.median()) for b, h in pairs]
+    if len(main) >= 2 and generations_disagree(main, again, klass.sd_floor) < CONSISTENCY_P:
+        v.confirmed, v.verdict = False, "INCONCLUSIVE"
+        v.reason = (f"flagged {flagged} (x{v.ratio:.3f}) but a second pair of worker "
+                    f"processes measured x{math.exp(statistics.fmean(again)):.3f}: the two "
+                    f"pairs disagree beyond their rounds' spread, an offset of the processes, "
+                    f"not of the code")
+        return v
     moved = [statistics.median(h.median() / b.median() for b, h in pairs)]
     if v.attribution == "environment":
         moved.append(statistics.median(h.median() * h.clock() / (b.median() * b.clock())
                                        for b, h in pairs))
-    _, klass = th.rule_for(v.case)
     up = 1.0 + klass.min_ratio
     raw = ("SLOW" if all(r >= up for r in moved) else
            "FAST" if all(r <= 1.0 / up for r in moved) else "")

@@ -2,7 +2,8 @@
 
 Put ``tests/fake_asv`` first on PYTHONPATH. ``run`` reads the HASHFILE like asv, writes a
 per-sample record through the real harness.record and a results file; ``publish`` writes
-``html/index.json``. ``FAKE_ASV_RUN`` / ``FAKE_ASV_PUBLISH`` choose what happens next:
+``index.json`` and ``index.html`` where ``--html-dir`` says. ``FAKE_ASV_RUN`` /
+``FAKE_ASV_PUBLISH`` choose what happens next:
 ``ok`` (exit 0), ``fail`` (exit 2), ``kill`` (SIGKILL itself), ``sleep`` (print READY, wait
 ``FAKE_ASV_SLEEP`` seconds, write a second record, exit 0).
 """
@@ -36,8 +37,13 @@ if command == "run":
     atomic_write_json(root / ".asv" / "results" / machine / f"{commit[:8]}-fake-env.json",
                       {"commit_hash": commit, "results": {}})
 elif command == "publish":
-    (root / "html").mkdir(parents=True, exist_ok=True)
-    (root / "html" / "index.json").write_text("{}")
+    # asv publish writes its site where --html-dir says (tools/publish.py builds beside
+    # the live one and swaps it in), relative to the config's folder
+    html = Path(args[args.index("--html-dir") + 1]) if "--html-dir" in args else Path("html")
+    html = html if html.is_absolute() else root / html
+    html.mkdir(parents=True, exist_ok=True)
+    (html / "index.json").write_text("{}")
+    (html / "index.html").write_text("<html>fake asv site</html>")
 
 if mode == "fail":
     sys.exit(2)
