@@ -4,7 +4,7 @@ asv's install_command runs this with the environment's Python. It writes a ``.pt
 the environment's site-packages that appends the stack's site directories to sys.path.
 ``VIRTUALENV_SYSTEM_SITE_PACKAGES`` cannot do this when the stack lives in its own venv
 (virtualenv builds on the base interpreter), and ``ASV_PYTHONPATH`` alone reaches pip but
-is removed from ``sys.path`` in the benchmark processes (shared/DESIGN.md). Appending
+is removed from ``sys.path`` in the benchmark processes (docs/facts.md). Appending
 keeps the commit's own ``kernels`` wheel first on the path.
 
 The directories come from ``KPERF_STACK_SITE`` (os.pathsep-separated), else from

@@ -13,8 +13,10 @@
 #                              aa commits comment-only edits of every kernel file, inject one that
 #                              grows GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
 #                              and drops the FP8 GEMMs' grouped tile order (more HBM traffic, more
-#                              energy per call); again reruns the last comparison, resume goes on
-#                              with a gate the call's limit cut off
+#                              energy per call); again reruns the last comparison (a new device call
+#                              re-sends the working tree, which this script then commits on top:
+#                              "again" in a later call compares that commit with the last one), resume
+#                              goes on with a gate the call's limit cut off
 #   blocks:<file>              tools.blocks experiments (noise structure, an energy edit)
 #   probe                      how often NVML's energy counter moves under load
 #   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
@@ -92,7 +94,7 @@ for step in "$@"; do
       echo "gate exit $?"; grep -E "^round|re-measuring|wall" "$out/gate.log" | tail -14
       sed -n '3,3p;8,40p' .asv/pr-gate/gate.md 2>/dev/null
       cp "$out/gate.log" .asv/pr-gate/
-      tar -czf "$out/gate-$n-$mode.tgz" -C .asv pr-gate --exclude pr-gate/sides && rm "$out/gate.log" ;;
+      tar -czf "$out/gate-$n-$mode.tgz" --exclude pr-gate/sides -C .asv pr-gate && rm "$out/gate.log" ;;
     stack:*)
       regex=${step#stack:}
       sites=(${STACK_SITES:-/tmp/site14 /tmp/site15})

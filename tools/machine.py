@@ -1,6 +1,6 @@
 """Describe this machine and its stack, and write asv's machine file.
 
-``asv machine --yes --machine X`` stores only ``{"machine": X}`` (shared/DESIGN.md), so
+``asv machine --yes --machine X`` stores only ``{"machine": X}`` (docs/facts.md), so
 this tool writes the entry itself. Extra keys (gpu, arch, driver, rocm, cuda, torch,
 triton, tilelang) become selectors in the published site.
 
