@@ -57,6 +57,60 @@ def paired_compare(log_ratios: Sequence[float], level: float, sd_floor: float = 
                       p, sd)
 
 
+def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: float = 0.0,
+                   tau_floor: float = 0.0) -> Comparison:
+    """Log ratios of rounds measured by several pairs of worker processes (``groups``, one
+    per pair): their mean, with the pairs as a level of replication.
+
+    Inside a pair the rounds scatter by ``s`` (pooled, at least ``sd_floor``); each pair
+    also carries an offset of its own (where its processes placed their buffers: on an
+    H200 two pairs of the same code sat up to 2.5% apart while each pair's rounds agreed
+    to 0.05%, docs/perf.md). The offsets' spread ``tau`` is estimated from the pairs'
+    means (DerSimonian-Laird) and never taken below ``tau_floor``, the spread measured on
+    the hardware: one pair alone cannot show how far its offset is from the truth. With
+    one group and no floor this is the paired t-test.
+    """
+    groups = [np.asarray(g, float) for g in groups if len(g)]
+    sizes = np.array([g.size for g in groups])
+    n, k = int(sizes.sum()), len(groups)
+    if n < 2:
+        raise ValueError(f"a comparison needs at least 2 rounds, got {n}")
+    means = np.array([g.mean() for g in groups])
+    within = sum(float(((g - g.mean()) ** 2).sum()) for g in groups)
+    s2_free = within / (n - k) if n > k else 0.0
+    s2 = max(s2_free, sd_floor ** 2)
+    var = s2 / sizes
+    tau2_dl = 0.0
+    if k >= 2:
+        w = 1.0 / var
+        fixed = float((w * means).sum() / w.sum())
+        q = float((w * (means - fixed) ** 2).sum())
+        c = float(w.sum() - (w ** 2).sum() / w.sum())
+        tau2_dl = max(0.0, (q - (k - 1)) / c) if c > 0 else 0.0
+    tau2 = max(tau2_dl, tau_floor ** 2)
+    w = 1.0 / (var + tau2)
+    mean = float((w * means).sum() / w.sum())
+    se = math.sqrt(1.0 / float(w.sum()))
+    # What sets the variance decides the reference distribution: the pairs' own spread
+    # (k - 1 degrees of freedom) once it exceeds the floor; else the floor, a spread
+    # measured on the hardware and taken as known (normal), unless there is no floor and
+    # the rounds alone speak (the paired t, n - k degrees of freedom).
+    if tau2_dl > tau_floor ** 2:
+        df = float(max(k - 1, 1))
+    elif tau_floor > 0.0:
+        df = math.inf
+    else:
+        df = float(max(n - k, 1))
+    sd = math.sqrt(s2_free)
+    if se == 0.0:
+        return Comparison(n, math.exp(mean), math.exp(mean), math.exp(mean),
+                          1.0 if mean == 0.0 else 0.0, sd)
+    dist = sps.norm if math.isinf(df) else sps.t(df)
+    p = float(2.0 * dist.sf(abs(mean / se)))
+    q = float(dist.ppf(0.5 + level / 2.0))
+    return Comparison(n, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se), p, sd)
+
+
 def welch_compare(base: Sequence[float], head: Sequence[float], level: float,
                   sd_floor: float = 0.0) -> Comparison:
     """Unpaired: the log of each side's replicate values (sides measured apart)."""

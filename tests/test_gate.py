@@ -32,10 +32,12 @@ def th() -> Thresholds:
 
 def block(side: str, r: int, t: float, clock: float | None = 1420.0, power: float = 690.0,
           limit: float = 700.0, bits: int | None = 0x4, confirm: bool = False,
-          spread: float = 0.0) -> Block:
+          spread: float = 0.0, generation: int | None = None) -> Block:
+    """One block; by default each round is its own pair of workers, as the gate runs."""
     samples = [t * (1 + spread * k) for k in (-2, -1, 0, 1, 2)]
     return Block(side, r, samples=samples, clocks=[clock] * 5, power_w=[power] * 5,
-                 power_limit_w=limit, throttle_bits=bits, backend="nvml", confirm=confirm)
+                 power_limit_w=limit, throttle_bits=bits, backend="nvml", confirm=confirm,
+                 generation=r if generation is None else generation)
 
 
 def case(name: str, base: list[float], head: list[float], **kw) -> CaseData:
@@ -63,7 +65,7 @@ def one(verdicts: list[Verdict], name: str) -> Verdict:
 
 def test_a_clear_regression_is_slow_and_an_unchanged_case_same(th) -> None:
     slow = case(GEMM, noisy(1.0, 6, 0.002, 1), noisy(1.04, 6, 0.002, 2))
-    same = case(NORM, noisy(1.0, 6, 0.0005, 3), noisy(1.0, 6, 0.0005, 4), clock=1980.0,
+    same = case(NORM, noisy(1.0, 12, 0.0005, 3), noisy(1.0, 12, 0.0005, 4), clock=1980.0,
                 power=450.0, bits=0)
     verdicts = decide_look([slow, same], th, None, 1, th.sequential.looks)
     assert one(verdicts, GEMM).verdict == "SLOW" and one(verdicts, GEMM).decided
@@ -192,7 +194,7 @@ def test_exit_code_precedence() -> None:
 
 
 def test_a_decided_case_keeps_its_verdict_whatever_comes_after(th) -> None:
-    data = case(NORM, [1.0] * 3, [1.0] * 3, clock=1980.0, bits=0, power=400.0)
+    data = case(GEMM, [1.0] * 3, [1.0] * 3)
     assert replay([data], th)[0].verdict == "SAME"
     data.blocks += [block("base", 4, 1.0), block("head", 4, 1.5)]  # never measured live
     v = replay([data], th)[0]
@@ -214,17 +216,29 @@ def test_flagged_cases_stand_only_if_the_remeasure_alone_moved(th) -> None:
     assert "not confirmed by fresh workers" in v.reason and "x1.012" in v.reason
 
 
-def test_two_pairs_of_workers_that_disagree_show_an_offset_not_a_change(th) -> None:
-    """An A/A on the H200: a bandwidth-bound kernel 2.5% apart in one pair of worker
-    processes, every round alike, and 0.8% apart in a fresh pair. Past the threshold both
-    times, but not the same change: no verdict."""
+def test_pairs_of_workers_are_the_replicates_not_the_rounds_of_one_pair(th) -> None:
+    """An A/A on the H200: a bandwidth-bound kernel 2.5% apart in every one of four
+    rounds of one pair of worker processes, 0.8% in a fresh pair. One pair's rounds make
+    it look certain; the pairs show it is where the processes landed: no verdict."""
     data = case(NORM, [1.0] * 4, [0.9757, 0.9744, 0.9741, 0.9749], clock=1980.0, bits=0,
-                power=450.0)
+                power=450.0, generation=0)
+    first = replay([data], th)[0]
+    assert first.candidate == "FAST", "one pair alone: flagged"
     data.blocks += [block("base", 5, 1.0, confirm=True, clock=1980.0, bits=0, power=450.0),
                     block("head", 5, 0.9925, confirm=True, clock=1980.0, bits=0, power=450.0)]
     v = replay([data], th)[0]
-    assert v.candidate == "FAST" and v.verdict == "INCONCLUSIVE", v
-    assert "disagree" in v.reason and "offset of the processes" in v.reason
+    assert v.verdict == "INCONCLUSIVE" and v.confirmed is False, v
+    assert "offset of the processes" in v.reason
+
+
+def test_one_pair_cannot_claim_more_precision_than_pairs_have(th) -> None:
+    """Twelve rounds agreeing to 0.02% inside one pair of workers, 0.3% apart: the
+    interval still carries the spread of pairs measured on the hardware (pair_offset_sd),
+    so this is not a 0.3% change, and not yet SAME for a 0.5% threshold either."""
+    one_pair = case(NORM, [1.0] * 12, [1.003 + 0.0002 * (k % 2) for k in range(12)],
+                    clock=1980.0, bits=0, power=450.0, generation=0)
+    v = one(decide_look([one_pair], th, None, 1, 1), NORM)
+    assert v.ci[1] - v.ci[0] > 0.015 and v.verdict == "INCONCLUSIVE", v
 
 
 def test_confirm_checks_cycles_where_the_environment_moved_the_clock(th) -> None:

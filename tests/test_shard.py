@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from tests.test_telemetry_nvml import fake_pynvml
-from tools import gate, shard
 from tools import machine as machine_tool
+from tools import shard
+from tools.gate import asvio
 
 REPO = Path(__file__).resolve().parent.parent
 UUIDS = [f"GPU-{i:08x}-5e6f-7a8b-9c0d-{0xA0 + i:012x}" for i in range(8)]
@@ -369,7 +370,7 @@ def _valued_cases(results_dir: Path, machine: str) -> set[str]:
     for path in (results_dir / machine).glob("*-*.json"):
         if path.name == "machine.json":
             continue
-        _, cases = gate.read_results_file(path)
+        _, cases = asvio.read_results_file(path)
         out |= {name for name, data in cases.items() if data.status == "ok"}
     return out
 

@@ -90,3 +90,27 @@ def test_cycles_and_input_errors() -> None:
         stats.to_cycles([1.0, 2.0], [1.0])
     with pytest.raises(ValueError, match="at least 2 rounds"):
         stats.paired_compare([0.01], 0.99)
+
+
+def test_random_effects_is_the_paired_t_with_one_pair_and_no_floor() -> None:
+    d = _log_ratios(1.01, 0.004, 7, 3)
+    one, paired = stats.random_effects([d], 0.99), stats.paired_compare(d, 0.99)
+    assert one.p_value == pytest.approx(paired.p_value)
+    assert (one.ci_low, one.ci_high) == pytest.approx((paired.ci_low, paired.ci_high))
+
+
+def test_pairs_that_disagree_widen_the_interval_beyond_their_rounds() -> None:
+    """Two pairs of worker processes, each sure of itself (rounds within 0.05%), 1.7%
+    apart: the mean is uncertain by the pairs' spread, not by the rounds'."""
+    first = _log_ratios(0.975, 0.0005, 4, 4)
+    second = _log_ratios(0.992, 0.0005, 2, 5)
+    pooled = stats.paired_compare(first + second, 0.99)
+    grouped = stats.random_effects([first, second], 0.99, 0.0005, 0.005)
+    assert grouped.ci_high - grouped.ci_low > 10 * (pooled.ci_high - pooled.ci_low)
+    assert grouped.p_value > 0.01 > pooled.p_value
+
+
+def test_the_floor_of_the_pairs_spread_holds_for_one_pair() -> None:
+    d = [0.003, 0.0031, 0.0029, 0.003]  # one pair, 0.3% apart, rounds agreeing to 0.01%
+    c = stats.random_effects([d], 0.99, 0.0005, 0.005)
+    assert c.ci_low < 1.0 < c.ci_high, "0.3% is inside what pairs of processes differ by"

@@ -30,6 +30,7 @@ class KernelClass:
     name: str
     min_ratio: float = 0.0
     sd_floor: float = 0.0  # the smallest round-to-round spread (of log ratios) believed
+    pair_offset_sd: float = 0.0  # spread of the offsets of pairs of worker processes
     exact: bool = False
 
 
@@ -46,6 +47,7 @@ class Sequential:
     max_rounds: int
     confirm_rounds: int
     trials_per_block: int
+    rounds_per_generation: int
 
     @property
     def looks(self) -> int:
@@ -109,7 +111,8 @@ class Thresholds:
 def _klass(name: str, spec: dict[str, Any]) -> KernelClass:
     if spec.get("exact"):
         return KernelClass(name, exact=True)
-    return KernelClass(name, float(spec["min_ratio"]), float(spec["sd_floor"]))
+    return KernelClass(name, float(spec["min_ratio"]), float(spec["sd_floor"]),
+                       float(spec.get("pair_offset_sd", 0.0)))
 
 
 def _compile(path: Path, pointer: str, regex: str) -> re.Pattern[str]:

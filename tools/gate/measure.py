@@ -162,7 +162,8 @@ def case_data(cases: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -
     return list(by_name.values())
 
 
-def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool) -> Block:
+def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool,
+             generation: int = 0) -> Block:
     m = result["measurement"]
     windows = m["windows"]
     limits = [w["power_limit_w"] for w in windows if w.get("power_limit_w")]
@@ -175,12 +176,14 @@ def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool) -> B
                  power_w=[w.get("power_w_mean") for w in windows],
                  power_limit_w=min(limits) if limits else None,
                  throttle_bits=or_bits if bits else None,
-                 backend=m["telemetry_backend"], confirm=confirm)
+                 backend=m["telemetry_backend"], confirm=confirm, generation=generation)
 
 
-def failed_block(side: str, round_: int, err: Exception, confirm: bool = False) -> Block:
+def failed_block(side: str, round_: int, err: Exception, confirm: bool = False,
+                 generation: int = 0) -> Block:
     status = "skipped" if isinstance(err, RemoteSkip | NotImplementedError) else "failed"
-    return Block(side, round_, status, f"{type(err).__name__}: {err}", confirm=confirm)
+    return Block(side, round_, status, f"{type(err).__name__}: {err}", confirm=confirm,
+                 generation=generation)
 
 
 # --------------------------------------------------------------------------- the run
@@ -205,7 +208,7 @@ class Run:
         self.rows = self.blocks.read()
         self.by_name = {c["name"]: c for c in plan.cases}
         self.index = {c["name"]: i for i, c in enumerate(plan.cases)}
-        self.generation = 0
+        self.generation = max((r.get("generation", 0) for r in self.rows), default=0)
         self.started = time.monotonic() - sum(r.get("wall_s", 0.0) for r in self.rows)
 
     # ---- workers
@@ -253,30 +256,45 @@ class Run:
         try:
             result = self.client(lane, side).request(
                 {"op": "measure", "spec": case["spec"], "plan": plan}, BLOCK_TIMEOUT_S)
-            block = block_of(result, side, round_, confirm)
+            block = block_of(result, side, round_, confirm, self.generation)
         except (RemoteError, RemoteSkip, WorkerError) as err:
-            block = failed_block(side, round_, err, confirm)
+            block = failed_block(side, round_, err, confirm, self.generation)
         block.wall_s = time.monotonic() - start
         self.record(case, block, lane)
         return block
 
-    def prepare(self, lane: Lane, cases: Sequence[dict[str, Any]],
-                sides: Sequence[str] = SIDES) -> None:
-        """Compile and check every case on both sides before the first round, so a
-        compile error or a wrong result ends that case and compiles stay out of rounds.
-        ``sides`` gives the order the workers start in (the re-measure reverses it)."""
-        measured = {(r["case"], r["side"]) for r in self.rows if self.generation == 0}
-        for side in sides:
+    def prepare(self, lane: Lane, cases: Sequence[dict[str, Any]], round_: int = 1,
+                confirm: bool = False) -> None:
+        """Start this generation's pair of workers and compile and check every case on
+        both sides (the two in parallel), so a compile error or a wrong result ends that
+        case and compiles stay out of the rounds."""
+        done = {(r["case"], r["side"]) for r in self.rows
+                if r.get("generation", 0) == self.generation}
+
+        def side_job(side: str) -> None:
             for case in cases:
-                if (case["name"], side) in measured:
+                if (case["name"], side) in done:
                     continue
                 try:
                     self.client(lane, side).request({"op": "prepare", "spec": case["spec"]},
                                                     PREPARE_TIMEOUT_S)
                 except (RemoteError, RemoteSkip, WorkerError) as err:
-                    again = self.generation > 0
-                    number = self.rounds_done() + 1 if again else 1
-                    self.record(case, failed_block(side, number, err, again), lane)
+                    self.record(case, failed_block(side, round_, err, confirm,
+                                                   self.generation), lane)
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            for job in [pool.submit(side_job, side) for side in SIDES]:
+                job.result()
+
+    def new_generation(self, generation: int, names: dict[str, list[str]], round_: int,
+                       confirm: bool = False) -> None:
+        """Retire the pair of workers that measured so far and start a fresh pair: each
+        pair has an offset of its own (docs/gate.md, "Pairs of workers")."""
+        self.retire_workers()
+        self.generation = generation
+        for lane in self.plan.lanes:
+            self.prepare(lane, [self.by_name[n] for n in names.get(lane.label, [])], round_,
+                         confirm)
 
     def static(self, case: dict[str, Any], lane: Lane) -> None:
         for side in SIDES:
@@ -331,9 +349,10 @@ class Run:
                    if c["kind"] == "static" and not any(r["case"] == c["name"] for r in self.rows)]
         with ThreadPoolExecutor(max_workers=2) as pool:
             static_jobs = [pool.submit(self.static, c, lane) for c, lane in statics]
-            for lane in self.plan.lanes:
-                self.prepare(lane, [self.by_name[n] for n in lane.cases
-                                    if self.by_name[n]["kind"] == "time"])
+            if self.rounds_done() == 0:  # a resumed run's workers prepare on first use
+                for lane in self.plan.lanes:
+                    self.prepare(lane, [self.by_name[n] for n in lane.cases
+                                        if self.by_name[n]["kind"] == "time"])
             stopped = self._rounds()
             for job in static_jobs:
                 job.result()
@@ -351,6 +370,9 @@ class Run:
             if self.elapsed() > CONFIRM_RESERVE * self.th.gate_wall_s:
                 return f"the gate's budget of {self.th.gate_wall_s:.0f} s spent"
             number += 1
+            generation = (number - 1) // self.th.sequential.rounds_per_generation
+            if generation != self.generation:
+                self.new_generation(generation, lanes, number)
             self.log(f"round {number}: " + ", ".join(
                 f"{len(v)} case(s) on {k}" for k, v in lanes.items() if v)
                 + f" ({self.elapsed():.0f} s)")
@@ -365,12 +387,9 @@ class Run:
         if not waiting:
             return
         self.log(f"re-measuring {len(waiting)} flagged case(s) with fresh workers")
-        self.retire_workers()
-        self.generation += 1
-        for lane in self.plan.lanes:  # head's worker first this time: a start-order bias flips
-            self.prepare(lane, [self.by_name[n] for n in lane.cases if n in waiting],
-                         SIDES[::-1])
         first = self.rounds_done() + 1
+        names = {lane.label: [n for n in lane.cases if n in waiting] for lane in self.plan.lanes}
+        self.new_generation(self.generation + 1, names, first, confirm=True)
         for offset in range(self.th.sequential.confirm_rounds):
             with ThreadPoolExecutor(max_workers=len(self.plan.lanes)) as pool:
                 jobs = [pool.submit(self.round, lane, first + offset,

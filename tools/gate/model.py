@@ -44,6 +44,7 @@ class Block:
     backend: str = "none"  # telemetry backend
     value: float | None = None  # a static figure's value, or asv's value without samples
     confirm: bool = False  # measured by fresh workers to confirm a candidate
+    generation: int = 0  # which pair of worker processes measured it
     wall_s: float = 0.0
 
     def median(self) -> float:
@@ -90,6 +91,14 @@ class CaseData:
                     upto is None or b.round <= upto):
                 by_round.setdefault((b.round, b.confirm), {})[b.side] = b
         return [(r["base"], r["head"]) for _, r in sorted(by_round.items()) if len(r) == 2]
+
+    def groups(self, upto: int | None = None, confirm: bool | None = False
+               ) -> list[list[tuple[Block, Block]]]:
+        """``pairs`` grouped by the pair of worker processes that measured them."""
+        out: dict[int, list[tuple[Block, Block]]] = {}
+        for pair in self.pairs(upto, confirm):
+            out.setdefault(pair[0].generation, []).append(pair)
+        return [out[g] for g in sorted(out)]
 
 
 @dataclass
@@ -174,11 +183,11 @@ def attribute(pairs: Sequence[tuple[Block, Block]], th: Thresholds) -> Attributi
 class _Tested:
     verdict: Verdict
     klass: KernelClass
-    time: list[float]  # the rounds' log ratios
-    cycles: list[float] | None  # only where the environment moved the clock
+    time: list[list[float]]  # the rounds' log ratios, one list per pair of workers
+    cycles: list[list[float]] | None  # only where the environment moved the clock
 
-    def compare(self, d: list[float], level: float) -> stats.Comparison:
-        return stats.paired_compare(d, level, self.klass.sd_floor)
+    def compare(self, d: list[list[float]], level: float) -> stats.Comparison:
+        return compare_groups(d, level, self.klass)
 
     @property
     def p_case(self) -> float:
@@ -188,6 +197,15 @@ class _Tested:
         return max(p, self.compare(self.cycles, 0.99).p_value) if self.cycles else p
 
 
+def compare_groups(d: list[list[float]], level: float, klass: KernelClass) -> stats.Comparison:
+    """Rounds within pairs of workers, pairs as a level (harness/stats.random_effects)."""
+    return stats.random_effects(d, level, klass.sd_floor, klass.pair_offset_sd)
+
+
+def _grouped(groups: Sequence[Sequence[tuple[Block, Block]]], cycles: bool) -> list[list[float]]:
+    return [_log_ratios(g, cycles) for g in groups]
+
+
 def _log_ratios(pairs: Sequence[tuple[Block, Block]], cycles: bool) -> list[float]:
     def value(b: Block) -> float:
         return b.median() * (b.clock() or 1.0) if cycles else b.median()
@@ -195,7 +213,7 @@ def _log_ratios(pairs: Sequence[tuple[Block, Block]], cycles: bool) -> list[floa
     return [math.log(value(h) / value(b)) for b, h in pairs]
 
 
-def _flip(label: str, higher_is_better: bool) -> str:
+def flip(label: str, higher_is_better: bool) -> str:
     if not higher_is_better:
         return label
     return {"SLOW": "FAST", "FAST": "SLOW"}.get(label, label)
@@ -240,7 +258,7 @@ def assess(data: CaseData, th: Thresholds, upto: int | None) -> Verdict | _Teste
     if len(pairs) < th.sequential.min_rounds:
         v.reason = f"{len(pairs)} of at least {th.sequential.min_rounds} rounds measured"
         return v
-    return _tested(v, pairs, th, klass)
+    return _tested(v, pairs, th, klass, data, upto)
 
 
 def _exact(v: Verdict, pairs: Sequence[tuple[Block, Block]]) -> Verdict:
@@ -252,13 +270,13 @@ def _exact(v: Verdict, pairs: Sequence[tuple[Block, Block]]) -> Verdict:
         return v
     b, h = before.pop(), after.pop()
     raw = "SAME" if h == b else ("SLOW" if h > b else "FAST")
-    v.verdict = _flip(raw, v.higher_is_better)
+    v.verdict = flip(raw, v.higher_is_better)
     v.reason = "" if raw == "SAME" else "static figure: exact comparison"
     return v
 
 
 def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,
-            klass: KernelClass) -> _Tested:
+            klass: KernelClass, data: CaseData, upto: int | None) -> _Tested:
     who = attribute(pairs, th)
     v.attribution = who.kind
     clocks = [(b.clock(), h.clock()) for b, h in pairs]
@@ -273,8 +291,9 @@ def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,
                      statistics.median(h.power() for _, h in pairs))
     limits = [blk.power_limit_w for pair in pairs for blk in pair if blk.power_limit_w]
     v.power_limit_w = min(limits) if limits else None
-    return _Tested(v, klass, _log_ratios(pairs, False),
-                   _log_ratios(pairs, True) if who.kind == "environment" else None)
+    groups = data.groups(upto)
+    return _Tested(v, klass, _grouped(groups, False),
+                   _grouped(groups, True) if who.kind == "environment" else None)
 
 
 def decide_look(cases: Sequence[CaseData], th: Thresholds, upto: int | None, look: int,
@@ -335,4 +354,4 @@ def _apply(v: Verdict, label: str, note: str) -> None:
         lo, hi = v.ci or (math.nan, math.nan)
         v.reason = f"not decided yet: interval [{lo:.3f}, {hi:.3f}]" + (f"; {note}" if note else "")
         return
-    v.verdict, v.reason, v.decided = _flip(label, v.higher_is_better), note, True
+    v.verdict, v.reason, v.decided = flip(label, v.higher_is_better), note, True

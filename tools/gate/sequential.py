@@ -5,9 +5,9 @@ After every round from ``min_rounds`` on, every case still open is looked at
 most ``max_rounds - min_rounds + 1`` looks, so the chance of a false SLOW or FAST in a
 whole run stays below alpha however many looks it takes (docs/gate.md, "Error control").
 A case leaves the loop once decided. SLOW and FAST are then re-measured by a fresh pair of
-worker processes (started in the opposite order), and stand only if that re-measure alone
-moved past the class threshold the same way (in cycles too where the environment moved
-the clock) and agrees with the first pair.
+worker processes, and stand only if that re-measure alone moved past the class threshold
+the same way (in cycles too where the environment moved the clock) and all pairs together
+still give the verdict.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import math
 import statistics
 from collections.abc import Sequence
 
+from harness import stats
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
-from tools.gate.model import CaseData, Verdict, _flip, decide_look
+from tools.gate.model import Block, CaseData, Verdict, compare_groups, decide_look, flip
 
 
 def key(data: CaseData | Verdict) -> tuple[str, str]:
@@ -68,29 +69,11 @@ def awaiting_confirmation(verdicts: Sequence[Verdict]) -> set[tuple[str, str]]:
     return {key(v) for v in verdicts if v.candidate and v.confirmed is None}
 
 
-# Two pairs of worker processes whose rounds differ beyond this (two-sided p) disagree.
-CONSISTENCY_P = 0.01
-
-
-def generations_disagree(main: Sequence[float], again: Sequence[float], floor: float) -> float:
-    """p-value that the fresh pair's log ratios come from the same mean as the first
-    pair's, with the first pair's round-to-round spread (it has the rounds to know it)."""
-    from scipy import stats as sps
-
-    sd = max(statistics.stdev(main) if len(main) > 1 else 0.0, floor)
-    if sd == 0.0:
-        return 1.0 if statistics.fmean(main) == statistics.fmean(again) else 0.0
-    se = sd * math.sqrt(1 / len(main) + 1 / len(again))
-    t = (statistics.fmean(again) - statistics.fmean(main)) / se
-    return float(2 * sps.t.sf(abs(t), max(len(main) - 1, 1)))
-
-
 def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
-    """A SLOW or FAST stands only if a second, independent pair of worker processes
-    (started in the opposite order) reproduces it: its rounds alone move past the class
-    threshold the same way, and they agree with the first pair's within the rounds' own
-    spread. Two pairs that disagree show an offset of the processes (measured up to 2.5%
-    on an H200 for a bandwidth-bound kernel, docs/perf.md), not the code."""
+    """A SLOW or FAST stands only if one more, fresh pair of worker processes reproduces
+    it: its rounds alone move past the class threshold the same way, and every pair's
+    rounds together (pairs as a level, ``model.compare_groups``) still give the verdict
+    at the look that flagged it."""
     flagged = v.candidate = v.verdict
     pairs = data.pairs(confirm=True)
     if not pairs:
@@ -99,15 +82,6 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
             f"; {v.reason}" if v.reason else "")
         return v
     _, klass = th.rule_for(v.case)
-    main = [math.log(h.median() / b.median()) for b, h in data.pairs(confirm=False)]
-    again = [math.log(h.median() / b.median()) for b, h in pairs]
-    if len(main) >= 2 and generations_disagree(main, again, klass.sd_floor) < CONSISTENCY_P:
-        v.confirmed, v.verdict = False, "INCONCLUSIVE"
-        v.reason = (f"flagged {flagged} (x{v.ratio:.3f}) but a second pair of worker "
-                    f"processes measured x{math.exp(statistics.fmean(again)):.3f}: the two "
-                    f"pairs disagree beyond their rounds' spread, an offset of the processes, "
-                    f"not of the code")
-        return v
     moved = [statistics.median(h.median() / b.median() for b, h in pairs)]
     if v.attribution == "environment":
         moved.append(statistics.median(h.median() * h.clock() / (b.median() * b.clock())
@@ -115,14 +89,26 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
     up = 1.0 + klass.min_ratio
     raw = ("SLOW" if all(r >= up for r in moved) else
            "FAST" if all(r <= 1.0 / up for r in moved) else "")
-    if raw and _flip(raw, v.higher_is_better) == flagged:
-        v.confirmed = True
+    if not raw or flip(raw, v.higher_is_better) != flagged:
+        v.confirmed, v.verdict = False, "INCONCLUSIVE"
+        v.reason = (f"flagged {flagged} (x{v.ratio:.3f}) but not confirmed by fresh workers "
+                    f"(re-measure alone moved " + ", ".join(f"x{r:.3f}" for r in moved) + ")")
         return v
-    v.confirmed = False
-    v.reason = (f"flagged {flagged} (x{v.ratio:.3f}) but not confirmed by fresh workers "
-                f"(re-measure alone moved " + ", ".join(f"x{r:.3f}" for r in moved) + ")")
-    v.verdict = "INCONCLUSIVE"
+    together = compare_groups([_ratios(g) for g in data.groups(confirm=None)], 0.99, klass)
+    alpha = stats.spent(th.alpha, v.look or 1, th.sequential.looks)
+    if together.p_value >= alpha:
+        v.confirmed, v.verdict = False, "INCONCLUSIVE"
+        v.reason = (f"flagged {flagged} (x{v.ratio:.3f}); a fresh pair of workers moved "
+                    f"x{moved[0]:.3f}, but all pairs together give x{together.ratio:.3f} "
+                    f"(p {together.p_value:.2g}): the pairs of processes differ more than "
+                    f"the change, an offset of the processes rather than of the code")
+        return v
+    v.confirmed = True
     return v
+
+
+def _ratios(pairs: Sequence[tuple[Block, Block]]) -> list[float]:
+    return [math.log(h.median() / b.median()) for b, h in pairs]
 
 
 def finalise(verdicts: Sequence[Verdict], stopped: str) -> list[Verdict]:

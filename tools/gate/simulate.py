@@ -43,10 +43,12 @@ class Noise:
     df: float | None = None  # Student-t tails; None: normal
 
 
-# Figures of the H200 (docs/perf.md, "Noise"): a power-capped GEMM's block of 5 trials
-# scatters ~1% and processes settle up to 2.3% apart; a bandwidth-bound kernel 0.1%.
-H200 = {"compute": Noise(block=0.010, drift=0.02, worker=0.003, df=4.0),
-        "bandwidth": Noise(block=0.001, drift=0.002, worker=0.0005, df=4.0)}
+# Fitted to the gate runs on an H200 on 2026-12-01 (docs/perf.md, "Noise of the gate's
+# rounds"): the rounds' log ratios of power-capped GEMMs scattered 0.9-1.5% (so a block
+# ~0.7-1%); bandwidth-bound kernels' 0.03-0.05%, but their pairs of worker processes sat
+# 0.1-1.4% apart (once 2.5%): an offset per process of ~0.5%.
+H200 = {"compute": Noise(block=0.008, drift=0.02, worker=0.003, df=4.0),
+        "bandwidth": Noise(block=0.0004, drift=0.002, worker=0.005, df=4.0)}
 
 
 def _draw(rng: np.random.Generator, noise: Noise) -> float:
@@ -56,9 +58,10 @@ def _draw(rng: np.random.Generator, noise: Noise) -> float:
     return float(rng.standard_t(noise.df) * noise.block * math.sqrt((noise.df - 2) / noise.df))
 
 
-def _block(side: str, r: int, log_value: float, confirm: bool) -> Block:
+def _block(side: str, r: int, log_value: float, confirm: bool, generation: int) -> Block:
     return Block(side, r, samples=[math.exp(log_value)], clocks=[1400.0], power_w=[600.0],
-                 power_limit_w=700.0, throttle_bits=0, backend="sim", confirm=confirm)
+                 power_limit_w=700.0, throttle_bits=0, backend="sim", confirm=confirm,
+                 generation=generation)
 
 
 def _offsets(rng: np.random.Generator, noises: Mapping[str, Noise]) -> dict[str, tuple]:
@@ -67,13 +70,14 @@ def _offsets(rng: np.random.Generator, noises: Mapping[str, Noise]) -> dict[str,
 
 def _round(cases: dict[str, CaseData], names: list[str], effects: Mapping[str, float],
            noises: Mapping[str, Noise], offsets: dict[str, tuple], r: int,
-           rng: np.random.Generator, confirm: bool = False) -> None:
+           rng: np.random.Generator, generation: int, confirm: bool = False) -> None:
     for name in names:
         noise = noises[name]
         drift = rng.normal(0.0, noise.drift)
         base = drift + offsets[name][0] + _draw(rng, noise)
         head = drift + offsets[name][1] + effects[name] + _draw(rng, noise)
-        cases[name].blocks += [_block("base", r, base, confirm), _block("head", r, head, confirm)]
+        cases[name].blocks += [_block("base", r, base, confirm, generation),
+                               _block("head", r, head, confirm, generation)]
 
 
 def simulate_gate(effects: Mapping[str, float], noises: Mapping[str, Noise], th: Thresholds,
@@ -81,13 +85,16 @@ def simulate_gate(effects: Mapping[str, float], noises: Mapping[str, Noise], th:
     """One gate run: ``effects`` are log ratios (true changes) per case name."""
     seq = th.sequential
     cases = {name: CaseData(name) for name in effects}
-    offsets = _offsets(rng, noises)
     decided: dict[str, Verdict] = {}
+    generation = -1
     for r in range(1, seq.max_rounds + 1):
         still = [n for n in effects if n not in decided]
         if not still:
             break
-        _round(cases, still, effects, noises, offsets, r, rng)
+        if (r - 1) // seq.rounds_per_generation != generation:  # a fresh pair of workers
+            generation = (r - 1) // seq.rounds_per_generation
+            offsets = _offsets(rng, noises)
+        _round(cases, still, effects, noises, offsets, r, rng, generation)
         if r >= seq.min_rounds:
             look = r - seq.min_rounds + 1
             for v in decide_look([cases[n] for n in still], th, r, look, seq.looks):
@@ -97,7 +104,8 @@ def simulate_gate(effects: Mapping[str, float], noises: Mapping[str, Noise], th:
     fresh = _offsets(rng, noises)  # the re-measure runs in new worker processes
     last = max(b.round for c in cases.values() for b in c.blocks)
     for k in range(seq.confirm_rounds):
-        _round(cases, waiting, effects, noises, fresh, last + 1 + k, rng, confirm=True)
+        _round(cases, waiting, effects, noises, fresh, last + 1 + k, rng, generation + 1,
+               confirm=True)
     return finalise(replay(list(cases.values()), th), "rounds or budget spent")
 
 
