@@ -302,8 +302,11 @@ def test_real_matrix_over_two_triton_releases(tmp_path: Path) -> None:
             "SLOW" if c["after"] > c["before"] else "FAST")
         assert c["verdict"] == expected, c
     compile_case = cases["GemmCompile"]
-    assert compile_case["n_base"] >= 6 and compile_case["n_head"] >= 6, compile_case
-    assert compile_case["q_value"] is not None, "compile times must reach the statistics"
+    # one results folder is one round: a timing needs rounds (docs/gate.md), so the
+    # compile times are read and shown, and left undecided
+    assert compile_case["rounds"] == 1 and compile_case["before"] and compile_case["after"]
+    assert compile_case["verdict"] == "INCONCLUSIVE", compile_case
+    assert "1 of at least 3 rounds" in compile_case["reason"], compile_case
     assert done.returncode == report["exit_code"], done.stdout + done.stderr
     md = (report_dir / "stackcmp.md").read_text()
     assert f"triton {TRITON_VERSIONS[0]}" in md and f"triton {TRITON_VERSIONS[1]}" in md
