@@ -28,7 +28,7 @@ from harness.telemetry import NullSource, Sampler, Source, WindowStats
 
 @dataclass(frozen=True)
 class Plan:
-    trials: int = 10  # samples per process; asv rounds=2 makes 20, enough for Mann-Whitney
+    trials: int = 10  # samples of one measurement (an asv sample each; a gate block: fewer)
     min_trial_s: float = 0.1  # NVML refreshes every ~100 ms: shorter windows hold stale clocks
     min_reps: int = 10
     max_reps: int = 2000

@@ -145,6 +145,7 @@ def handle(request):
     if request["op"] == "static":
         return {"figures": {"registers": toykern.REGISTERS}, "artifacts": ["toy"]}
     script = _script(toykern)
+    time.sleep(float(script.get("sleep", 0.0)))  # a slow block, for interrupting a run
     mhz, watts, bits = MAX_MHZ, toykern.WATTS_PER_MHZ * MAX_MHZ, 0
     if watts > CAP_W:  # the power controller lowers the clock until the cap holds
         mhz, watts, bits = CAP_W / toykern.WATTS_PER_MHZ, CAP_W, 0x1
@@ -346,3 +347,42 @@ def test_a_kernel_that_breaks_at_head_exits_2(toy: dict) -> None:
     timed = _case(report, "ToyTime")
     assert timed["broke"] is True and "illegal memory access" in timed["reason"], log
     assert code == 2, log
+
+
+@pytest.mark.slow
+def test_an_interrupted_gate_keeps_every_block_and_resumes(toy: dict) -> None:
+    """SIGTERM (a CI timeout, a device call's limit) mid-run: exit 4 with a report that
+    says so, every block measured so far kept; --resume goes on and decides."""
+    import signal
+    import time
+
+    name = "interrupted"
+    env = dict(toy["env"], FAKE_AMDSMI_STATE=str(toy["root"] / f"smi-{name}"))
+    (toy["root"] / f"smi-{name}").write_text("")
+    script = toy["root"] / f"script-{name}.json"
+    script.write_text(json.dumps({toy["unchanged"][:12]: {"sleep": 0.4},
+                                  toy["base"][:12]: {"sleep": 0.4}}))
+    env["TOY_SCRIPT"] = str(script)
+    pr, out = toy["root"] / f"pr-{name}", toy["root"] / f"out-{name}"
+    cmd = [sys.executable, "-m", "tools.gate", "--repo", str(toy["repo"]), "--head",
+           "unchanged", "--machine", MACHINE, "--out", str(out), "--pr-dir", str(pr)]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    blocks = pr / "blocks.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and (
+            not blocks.exists() or len(blocks.read_text().splitlines()) < 4):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    log = proc.communicate(timeout=120)[0]
+    kept = blocks.read_text().splitlines()
+    assert proc.returncode == 4, log
+    report = json.loads((out / "gate.json").read_text())
+    assert "interrupted" in report["error"] and "--resume" in report["error"]
+    assert len(kept) >= 4 and all(json.loads(line) for line in kept)
+    resumed = subprocess.run([*cmd, "--resume"], cwd=REPO, env=env, capture_output=True,
+                             text=True, timeout=600)
+    final = json.loads((out / "gate.json").read_text())
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert _case(final, "ToyTime")["verdict"] == "SAME"
+    assert blocks.read_text().splitlines()[:len(kept)] == kept, "nothing measured was lost"

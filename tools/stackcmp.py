@@ -130,6 +130,7 @@ def collect(rounds: Sequence[tuple[Path, Path | None]], commit: str, base: dict[
             chosen.setdefault(which, picked)
             for name, block in read_stack(picked, records_root, commit, meta).items():
                 block.side, block.round = which, index
+                block.generation = index  # each results folder: processes of its own
                 unit = str(meta.get(name.split("(")[0], {}).get("unit", "seconds"))
                 cases.setdefault(name, CaseData(name, "", unit)).blocks.append(block)
     if chosen["base"].path == chosen["head"].path:

@@ -168,6 +168,7 @@ def load_asv_rounds(round_dirs: Sequence[Path], machine: str, base: str, head: s
             for env, name, block in _read_side(round_dir, machine, side, commit, hash_length,
                                                meta):
                 block.side, block.round = side, index
+                block.generation = index  # every asv round started fresh processes
                 block.confirm = round_dir.name == "confirm"
                 unit = str(meta.get(name.split("(")[0], {}).get("unit", "seconds"))
                 cases.setdefault((env, name), CaseData(name, env, unit)).blocks.append(block)

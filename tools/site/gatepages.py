@@ -90,9 +90,13 @@ def _thresholds(th: dict[str, Any] | None) -> str:
         f'<td class="l">{esc(r.get("class"))}</td>'
         f'<td class="l">{"higher" if r.get("higher_is_better") else "lower"}</td></tr>'
         for r in th.get("rules", []) if isinstance(r, dict))
-    other = "".join(f'<tr><td class="l">{esc(k)}</td><td class="l">{esc(th.get(k))}</td></tr>'
-                    for k in ("alpha", "correction", "ci_level", "min_samples",
-                              "clock_tolerance") if k in th)
+    settings = {k: th.get(k) for k in ("alpha", "beta", "correction", "clock_tolerance")
+                if k in th}
+    for group in ("sequential", "budget", "attribution"):  # kperf-thresholds-2
+        settings.update({f"{group}.{k}": v for k, v in (th.get(group) or {}).items()
+                         if k != "doc"})
+    other = "".join(f'<tr><td class="l">{esc(k)}</td><td class="l">{esc(v)}</td></tr>'
+                    for k, v in settings.items())
     return (f'<table class="thresholds"><tr><th class="l">class</th><th>smallest change '
             f'reported</th><th class="l">why</th></tr>{rows}</table>'
             f'<table><tr><th class="l">rule (first match gives the class)</th>'
