@@ -41,12 +41,10 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 import time
-import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Client, Connection, Listener
+from multiprocessing.connection import Client
 from pathlib import Path
 from typing import Any
 
@@ -131,106 +129,6 @@ class WorkerSpec:
     def name(self) -> str:
         path_digest = hashlib.sha256("\0".join(self.sys_path).encode()).hexdigest()[:6]
         return f"{self.group}-{self.code()[:10]}{path_digest}"
-
-
-# --------------------------------------------------------------------------- server
-
-
-class _Idle:
-    def __init__(self, idle_s: float) -> None:
-        self.idle_s, self.last, self.busy = idle_s, time.monotonic(), False
-        self.lock = threading.Lock()
-
-    def expired(self) -> bool:
-        with self.lock:
-            return not self.busy and time.monotonic() - self.last > self.idle_s
-
-    def set_busy(self, busy: bool) -> None:
-        with self.lock:
-            self.busy, self.last = busy, time.monotonic()
-
-
-def _load_handler(spec: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    target, _, name = spec.rpartition(":")
-    if target.endswith(".py"):
-        module_spec = importlib.util.spec_from_file_location(Path(target).stem, target)
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(target)
-    return getattr(module, name)
-
-
-def _survivable(err: BaseException) -> bool:
-    """Errors after which the worker's GPU context is known to be fine."""
-    return isinstance(err, NotImplementedError) or getattr(err, "worker_survives", False)
-
-
-def serve(address: str, authkey: bytes, spec: WorkerSpec, idle_s: float) -> None:
-    """Answer requests until told to stop, idle, stale, or after a failed request."""
-    code = spec.code()
-    idle = _Idle(idle_s)
-    listener = Listener(address, family="AF_UNIX", authkey=authkey)
-
-    def watchdog() -> None:
-        while not idle.expired():
-            time.sleep(min(1.0, idle_s / 4))
-        with contextlib.suppress(OSError):
-            os.unlink(address)
-        os._exit(0)
-
-    threading.Thread(target=watchdog, daemon=True, name="kperf-idle").start()
-    try:
-        _serve_loop(listener, spec, code, idle)
-    finally:
-        with contextlib.suppress(OSError):
-            listener.close()  # also removes the socket file
-
-
-def _serve_loop(listener: Listener, spec: WorkerSpec, code: str, idle: _Idle) -> None:
-    handler: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    while True:
-        try:
-            conn = listener.accept()
-        except (OSError, EOFError):
-            continue  # a client that failed authentication or hung up
-        idle.set_busy(True)
-        try:
-            request = conn.recv()
-            if request.get("op") == "shutdown":
-                conn.send({"ok": True})
-                return
-            if spec.code() != code:
-                conn.send({"ok": False, "stale": True, "message": "code under test changed"})
-                return
-            if request.get("op") == "hello":
-                conn.send({"ok": True, "pid": os.getpid(), "code": code, "label": spec.label})
-                continue
-            if handler is None:
-                handler = _load_handler(spec.handler)
-            stop = _answer(conn, handler, request)
-            if stop:
-                return
-        except (EOFError, OSError):
-            pass  # the client went away (asv's timeout killed it): keep serving
-        finally:
-            with contextlib.suppress(OSError):
-                conn.close()
-            idle.set_busy(False)
-
-
-def _answer(conn: Connection, handler: Callable[[dict[str, Any]], dict[str, Any]],
-            request: dict[str, Any]) -> bool:
-    """Run one request; True when the worker must exit after it."""
-    try:
-        result = handler(request)
-    except BaseException as err:
-        conn.send({"ok": False, "skip": isinstance(err, NotImplementedError),
-                   "error_type": type(err).__name__, "message": str(err),
-                   "traceback": traceback.format_exc()})
-        return not _survivable(err) or isinstance(err, KeyboardInterrupt | SystemExit)
-    conn.send({"ok": True, "result": result})
-    return False
 
 
 # --------------------------------------------------------------------------- client
@@ -331,11 +229,12 @@ class WorkerClient:
         fd = os.open(paths["key"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(key)
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--socket", str(paths["sock"]),
+        cmd = [sys.executable, "-m", "harness.workerproc", "--socket", str(paths["sock"]),
                "--key-file", str(paths["key"]), "--idle", str(self.idle_s),
                "--spec", json.dumps(self.spec.__dict__)]
         env = dict(self.env if self.env is not None else os.environ)
-        env.pop("PYTHONPATH", None)  # the worker takes the client's sys.path instead
+        # the worker imports harness from here, then takes the client's sys.path
+        env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
         with paths["log"].open("a") as log:
             log.write(f"--- start {time.strftime('%H:%M:%S')} {self.spec.label}\n")
             log.flush()
@@ -433,24 +332,3 @@ def register_package(preload: str | Path) -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules[init.parent.name] = module
     spec.loader.exec_module(module)
-
-
-def _main(argv: list[str]) -> None:
-    import argparse
-
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--socket", required=True)
-    parser.add_argument("--key-file", required=True)
-    parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_S)
-    parser.add_argument("--spec", required=True)
-    args = parser.parse_args(argv)
-    raw = json.loads(args.spec)
-    spec = WorkerSpec(**{**raw, "sys_path": tuple(raw["sys_path"])})
-    sys.path[:] = list(spec.sys_path)
-    if spec.preload:
-        register_package(spec.preload)
-    serve(args.socket, Path(args.key_file).read_bytes(), spec, args.idle)
-
-
-if __name__ == "__main__":
-    _main(sys.argv[1:])

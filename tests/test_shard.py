@@ -338,7 +338,7 @@ def test_gate_judges_each_case_once_on_its_own_gpu(tmp_path: Path) -> None:
 
 
 def run_cases(run):
-    from tools.gate.measure import case_data
+    from tools.gate.blocks import case_data
 
     return case_data(run.plan.cases, run.rows)
 

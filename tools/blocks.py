@@ -35,9 +35,13 @@ def block_summary(result: dict[str, Any]) -> dict[str, Any]:
 
 def run(spec: dict[str, Any], slots: list[dict[str, Any]], rounds: int,
         plan: dict[str, Any]) -> dict[str, Any]:
-    from benchmarks._case import worker_client
+    import os
 
-    workers = [worker_client(slot=f"blocks-{i}", label=f"slot {i}") for i in range(len(slots))]
+    from tools.gate.measure import gate_worker
+
+    suite = Path(__file__).resolve().parent.parent / "benchmarks" / "__init__.py"
+    workers = [gate_worker(f"blocks-{i}", sys.path, f"slot {i}", dict(os.environ), suite)
+               for i in range(len(slots))]
     specs = [dict(spec, overrides=o) if o else spec for o in slots]
     start = time.time()
     for worker, s in zip(workers, specs, strict=True):

@@ -53,7 +53,7 @@ print(json.dumps(out))
 """
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-").lower()
 
 
@@ -184,10 +184,10 @@ def _gather(name: str | None, python: str | None = None
                 continue
             info[key] = value
     host = platform.node().split(".")[0] or "host"
-    gpu_part = _slug(info["gpu"]) if stack.get("gpu") else "cpu"
+    gpu_part = slug(info["gpu"]) if stack.get("gpu") else "cpu"
     uuid = str(info.get("gpu_uuid", ""))
-    uuid_part = f"-{_slug(uuid)[-8:]}" if uuid else ""
-    info["machine"] = safe_name(name or f"{_slug(host)}-{gpu_part}{uuid_part}", "machine name")
+    uuid_part = f"-{slug(uuid)[-8:]}" if uuid else ""
+    info["machine"] = safe_name(name or f"{slug(host)}-{gpu_part}{uuid_part}", "machine name")
     return {k: str(v) for k, v in info.items()}, state, stack
 
 
@@ -215,7 +215,7 @@ def gpu_model(gpu: str) -> str:
     if not gpu or gpu == "none":
         return "cpu"
     match = re.search(r"\b(MI\d+\w*|[A-Z]{1,2}\d{2,4}[A-Z]?)\b", gpu)
-    return (match.group(1) if match else _slug(gpu)).lower()
+    return (match.group(1) if match else slug(gpu)).lower()
 
 
 def stack_name(info: dict[str, str]) -> str:
@@ -320,15 +320,15 @@ def host_name() -> str:
 
 def uuid_suffix(uuid: str) -> str:
     """The part of a GPU's UUID (or serial) in its machine name: the last 8 characters."""
-    return _slug(uuid)[-8:]
+    return slug(uuid)[-8:]
 
 
 def machine_name(host: str, gpu: str | None, uuid: str) -> str:
     """``<host>-<gpu model>-<uuid8>`` (``<host>-cpu`` without a GPU), as ``describe`` names
     a machine by default."""
-    gpu_part = _slug(gpu) if gpu else "cpu"
+    gpu_part = slug(gpu) if gpu else "cpu"
     uuid_part = f"-{uuid_suffix(uuid)}" if uuid else ""
-    return f"{_slug(host)}-{gpu_part}{uuid_part}"
+    return f"{slug(host)}-{gpu_part}{uuid_part}"
 
 
 def gpu_visibility_env(index: int, base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -252,7 +252,7 @@ class ShardMap:
 
 def shard_file(results_dir: Path, host: str) -> Path:
     # Not a .json file: asv publish would take a .json among results for a results file.
-    return results_dir / "shards" / f"{machine_tool._slug(host)}.shardmap"
+    return results_dir / "shards" / f"{machine_tool.slug(host)}.shardmap"
 
 
 def load_map(path: Path) -> ShardMap | None:

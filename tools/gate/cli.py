@@ -26,15 +26,14 @@ from typing import Any
 
 from tools.config import ConfigError
 from tools.gate import asvio, report
+from tools.gate.blocks import BlockLog, case_data
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, GateError
 from tools.gate.measure import (
     STATE_SCHEMA,
-    BlockLog,
     GatePlan,
     Lane,
     Run,
-    case_data,
     scratch_dir,
     sites_for,
     write_state,

@@ -15,12 +15,10 @@ decides a stored run again from them.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,9 +35,10 @@ from harness.worker import (
     WorkerSpec,
     device_key,
 )
+from tools.gate.blocks import BlockLog, block_of, case_data, failed_block
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_INCONCLUSIVE, GateError
-from tools.gate.model import SIDES, Block, CaseData
+from tools.gate.model import SIDES, Block
 from tools.gate.sequential import awaiting_confirmation, key, replay
 
 STATE_SCHEMA = "kperf-gate-state-2"
@@ -115,75 +114,6 @@ def stack_path(repo: Path) -> list[str]:
     """This interpreter's imports without the repository (whose ``kernels`` is neither side)."""
     skip = {str(repo.resolve()), "", os.getcwd()}
     return [p for p in sys.path if p not in skip and str(Path(p).resolve()) not in skip]
-
-
-# --------------------------------------------------------------------------- blocks
-
-
-class BlockLog:
-    """``blocks.jsonl``: append-only, one synced line per block; read back on resume."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock = threading.Lock()
-
-    def append(self, case: dict[str, Any], block: Block, extra: dict[str, Any]) -> None:
-        line = json.dumps({"case": case["name"], "env": case.get("env", ""),
-                           **asdict(block), **extra})
-        with self.lock, self.path.open("a") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-    def read(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        rows = []
-        for number, line in enumerate(self.path.read_text().splitlines(), start=1):
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                if number == len(self.path.read_text().splitlines()):
-                    break  # a line cut off by a kill: the block is measured again
-                raise GateError(f"{self.path}:{number}: corrupt line ({err})") from err
-        return rows
-
-
-BLOCK_FIELDS = {f for f in Block.__dataclass_fields__}
-
-
-def case_data(cases: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> list[CaseData]:
-    by_name = {c["name"]: CaseData(c["name"], c.get("env", ""), c.get("unit", "seconds"))
-               for c in cases}
-    for row in rows:
-        if row["case"] in by_name:
-            by_name[row["case"]].blocks.append(
-                Block(**{k: v for k, v in row.items() if k in BLOCK_FIELDS}))
-    return list(by_name.values())
-
-
-def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool,
-             generation: int = 0) -> Block:
-    m = result["measurement"]
-    windows = m["windows"]
-    limits = [w["power_limit_w"] for w in windows if w.get("power_limit_w")]
-    bits = [w["throttle_bits_or"] for w in windows if w.get("throttle_bits_or") is not None]
-    or_bits = 0
-    for b in bits:
-        or_bits |= b
-    return Block(side, round_, samples=list(result["samples"]),
-                 clocks=[w.get("sm_clock_mhz_median") for w in windows],
-                 power_w=[w.get("power_w_mean") for w in windows],
-                 power_limit_w=min(limits) if limits else None,
-                 throttle_bits=or_bits if bits else None,
-                 backend=m["telemetry_backend"], confirm=confirm, generation=generation)
-
-
-def failed_block(side: str, round_: int, err: Exception, confirm: bool = False,
-                 generation: int = 0) -> Block:
-    status = "skipped" if isinstance(err, RemoteSkip | NotImplementedError) else "failed"
-    return Block(side, round_, status, f"{type(err).__name__}: {err}", confirm=confirm,
-                 generation=generation)
 
 
 # --------------------------------------------------------------------------- the run
