@@ -63,6 +63,7 @@ class CaseRunner:
         self.prepared: OrderedDict[str, Prepared] = OrderedDict()
         self.input_bytes: dict[str, float] = {}
         self.last: dict[str, dict[str, Any]] = {}  # the latest measurement of each case
+        self.compiles: dict[str, str] = {}  # how each case's kernel came to be
         self._device: Any = None
         self._source: Source | None = None
         self._target: Any = None
@@ -102,9 +103,12 @@ class CaseRunner:
         if self.on_host:
             op = _HostOp(op)
         self.device()  # a missing GPU fails here, before any compile
+        built_before, files_before = len(self.builds), cache_files()
         prepared = prepare(op, spec["case"], spec["dtype"], spec["backend"], self.target(),
                            device="cpu" if self.on_host else "cuda",
                            overrides=spec.get("overrides"), builds=self.builds)
+        self.compiles[key] = compile_note(len(self.builds) > built_before,
+                                          cache_files() - files_before, prepared.first_call_s)
         self.prepared[key] = prepared
         self.input_bytes[key] = prepared.bytes_moved * len(prepared.calls)
         self._evict()
@@ -140,6 +144,25 @@ class CaseRunner:
         return {**result, "fresh": True}
 
 
+CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TILELANG_CACHE_DIR")
+
+
+def cache_files() -> int:
+    """Files in the compilers' on-disk caches: a build that adds none was a cache hit."""
+    return sum(sum(1 for p in Path(os.environ[v]).rglob("*") if p.is_file())
+               for v in CACHE_VARIABLES if os.environ.get(v) and Path(os.environ[v]).is_dir())
+
+
+def compile_note(built: bool, new_files: int, first_call_s: float) -> str:
+    """How a case's kernel came to be, for the run's log: the caches are keyed by kernel
+    source, so a commit that leaves an op alone should show only cache hits for it."""
+    if not built:
+        return "already built in this worker"
+    if new_files:
+        return f"compiled ({new_files} new cache files, {first_call_s:.2f} s to first result)"
+    return f"from the compile cache ({first_call_s:.2f} s to first result)"
+
+
 class _HostOp:
     """An op whose small CPU test cases (``OpDef.test_cases``) can be named like its cases."""
 
@@ -172,7 +195,8 @@ def handle(request: dict[str, Any]) -> Any:
     if kind == "prepare":
         p = runner().prepare(spec)
         return {"config": p.config, "first_call_s": p.first_call_s,
-                "max_abs_err": p.agreement.max_abs_err}
+                "max_abs_err": p.agreement.max_abs_err,
+                "compile": runner().compiles.get(case_key(spec), "prepared before")}
     if kind == "measure":
         plan = request.get("plan") or {}
         consumer = request.get("consumer")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -47,7 +48,9 @@ class _CaseSuite:
         op.backend(backend, op.case(case).name)  # missing here: a skip, before any GPU work
         self.spec = {"op": self.op, "case": case, "dtype": dtype, "backend": backend}
         self.worker = worker_client()
-        self.worker.request({"op": "prepare", "spec": self.spec}, PREPARE_TIMEOUT_S)
+        ready = self.worker.request({"op": "prepare", "spec": self.spec}, PREPARE_TIMEOUT_S)
+        print(f"kperf: {self.op}/{case}/{dtype}/{backend}: {ready['compile']}",
+              file=sys.stderr)
 
     def _measure(self, consumer: str) -> dict[str, Any]:
         plan = json.loads(os.environ.get("KPERF_PLAN", "{}"))

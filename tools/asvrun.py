@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -61,13 +63,63 @@ def run_asv(args: list[str], env: dict[str, str], repo: Path = REPO,
     cmd = [sys.executable, "-m", "asv", *args]
     if log is None:
         print("+ asv " + " ".join(args), flush=True)
-        return subprocess.run(cmd, cwd=repo, env=env, check=check)
+        return _run_with_eta(cmd, repo, env, check)
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as out:
         out.write("+ asv " + " ".join(args) + "\n")
         out.flush()
         return subprocess.run(cmd, cwd=repo, env=env, check=check, stdout=out,
                               stderr=subprocess.STDOUT)
+
+
+PROGRESS = re.compile(r"^\[\s*(\d+(?:\.\d+)?)%\]")
+ETA_EVERY_S = 30.0
+
+
+class Eta:
+    """Reads asv's ``[ 37.50%]`` progress and says, now and then, how long is left."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock, self.start, self.last = clock, clock(), clock()
+
+    def update(self, line: str) -> str | None:
+        match = PROGRESS.match(line)
+        now = self.clock()
+        if not match or now - self.last < ETA_EVERY_S:
+            return None
+        done = float(match.group(1)) / 100.0
+        if done <= 0.0:
+            return None
+        self.last = now
+        elapsed = now - self.start
+        return (f"kperf: {done:.0%} of the run done after {_minutes(elapsed)}; about "
+                f"{_minutes(elapsed * (1.0 - done) / done)} left")
+
+
+def _minutes(seconds: float) -> str:
+    minutes, rest = divmod(int(seconds), 60)
+    return f"{minutes} min {rest:02d} s" if minutes else f"{rest} s"
+
+
+def _run_with_eta(cmd: list[str], repo: Path, env: dict[str, str],
+                  check: bool) -> subprocess.CompletedProcess:
+    """asv with its output passed through, and an ETA line every ``ETA_EVERY_S``."""
+    eta = Eta()
+    with subprocess.Popen(cmd, cwd=repo, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        try:
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                note = eta.update(line)
+                if note:
+                    print(note, flush=True)
+        except BaseException:
+            proc.kill()  # Ctrl-C: asv's partial results are its own to keep or not
+            raise
+        code = proc.wait()
+    if check and code != 0:
+        raise subprocess.CalledProcessError(code, cmd)
+    return subprocess.CompletedProcess(cmd, code)
 
 
 @contextlib.contextmanager

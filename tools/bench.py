@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from tools import machine as machine_tool
 from tools.asvrun import CPU_SUITES, REPO, asv_env, has_gpu, run_and_publish, write_hashfile
@@ -45,13 +47,38 @@ def main(argv: list[str] | None = None) -> int:
               "gfx942 / sm_90a static figures). GPU timings need a CUDA or ROCm GPU.")
     env = asv_env(info["machine"], cpu_only=not gpu)
 
-    with write_hashfile(commits(args.range)) as hashfile:
+    shas = commits(args.range)
+    started = time.monotonic()
+    with write_hashfile(shas) as hashfile:
         run_args = ["run", "--machine", info["machine"], "--record-samples", "--show-stderr",
                     f"HASHFILE:{hashfile}"]
         for regex in benches:
             run_args += ["-b", regex]
-        return run_and_publish(run_args, env, REPO, [], REPO / "html",
+        code = run_and_publish(run_args, env, REPO, [], REPO / "html",
                                REPO / ".asv" / "records", publish=not args.no_publish)
+    print(summary(REPO / ".asv" / "results" / info["machine"], shas,
+                  time.monotonic() - started))
+    return code
+
+
+def summary(results: Path, shas: list[str], wall_s: float) -> str:
+    """What the run did: cases by outcome, the wall time, the time a case took."""
+    from tools.gate.asvio import ResultsFileError, read_results_file
+
+    counts = {"ok": 0, "failed": 0, "skipped": 0}
+    for sha in shas:
+        for path in sorted(results.glob(f"{sha[:8]}-*.json")):
+            try:
+                _, cases = read_results_file(path)
+            except ResultsFileError as err:
+                return f"kperf: the run's results are unreadable: {err}"
+            for block in cases.values():
+                counts[block.status] += 1
+    run = counts["ok"] + counts["failed"]
+    per_case = f"; {wall_s / run:.1f} s a case run" if run else ""
+    return (f"kperf: {sum(counts.values())} cases over {len(shas)} commit(s): "
+            f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped; "
+            f"wall {wall_s / 60:.1f} min{per_case} (asv, its environments and the site)")
 
 
 if __name__ == "__main__":
