@@ -102,16 +102,20 @@ class _Runner:
         self._replay = self.device.capture(rotated)
         self.mode, self.calls_per_rep = "graph", calls_per_rep
 
+    def _rep(self) -> None:
+        """One rep: a graph replay of ``calls_per_rep`` calls, or one call."""
+        if self._replay is not None:
+            self._replay()
+        else:
+            self._call()
+
     def burst(self, calls: int) -> float:
         """Device seconds of ``calls`` calls back to back, with no flush in between."""
         dev = self.device
         start, end = dev.event(), dev.event()
         start.record()
         for _ in range(max(1, calls // self.calls_per_rep)):
-            if self._replay is not None:
-                self._replay()
-            else:
-                self._call()
+            self._rep()
         end.record()
         dev.synchronize()
         return start.elapsed_time(end) * 1e-3
@@ -127,10 +131,7 @@ class _Runner:
             if flush:
                 dev.flush_l2()
             start.record()
-            if self._replay is not None:
-                self._replay()
-            else:
-                self._call()
+            self._rep()
             end.record()
         dev.synchronize()
         per = self.calls_per_rep

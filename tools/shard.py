@@ -46,11 +46,10 @@ from typing import Any
 
 from tools import machine as machine_tool
 from tools.config import ConfigError, load_json
-from tools.gate import asvio, report
+from tools.gate import asvio
 from tools.gate.cli import add_gate_options
 from tools.gate.config import Thresholds
-from tools.gate.errors import EXIT_GATE_ERROR, GateError
-from tools.gate.sequential import exit_code
+from tools.gate.errors import GateError
 from tools.paths import PathError, inside, make_scratch, remove_scratch
 
 SCHEMA = "kperf-shards-1"
@@ -748,47 +747,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     cases are decided together (one correction) and the report names each case's GPU."""
     from tools.gate import cli as gate_cli
 
-    repo = args.repo.resolve()
-    pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
-    out_dir = (args.out or pr_dir).resolve()
-    try:  # nothing is written anywhere (not even the failure report) past a bad folder
-        conf = asvio.load_project_conf(args.config or repo / "asv.conf.json")
-        asvio.guard_gate_dirs(repo, conf, pr_dir, out_dir)
-    except (GateError, PathError) as err:
-        print(f"gate: {err}", file=sys.stderr)
-        return err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
-    try:
-        th = Thresholds.load(args.thresholds or repo / "thresholds.json")
-        if args.no_run or args.resume:
-            state = gate_cli.read_state(pr_dir)
-        if not args.no_run:
-            plan = (sharded_plan(args, repo, pr_dir, th) if not args.resume
-                    else gate_cli.plan_of(state, repo, pr_dir))
-            state = gate_cli.measure(plan, th, args.resume)
-        verdicts = gate_cli.decide(pr_dir, state, th)
-    except (GateError, ConfigError, ShardError, PathError) as err:
-        code = err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
-        return gate_cli.fail(out_dir, str(err), code, args.label)
-    except Exception as err:  # the gate's own bug: never a regression, never a pass
-        import traceback
-
-        traceback.print_exc()
-        return gate_cli.fail(out_dir, f"the gate itself failed ({type(err).__name__}: {err})",
-                             EXIT_GATE_ERROR, args.label)
-    code = exit_code(verdicts)
-    case_gpus = {name: lane["label"] for lane in state["lanes"] for name in lane["cases"]}
-    info = gate_cli.info_of(state, verdicts, th)
-    text = report.markdown(verdicts, code, info, args.max_rows, extra=case_gpus)
-    text += "\nGPUs: " + "; ".join(f"{report.md(lane['label'])}: {len(lane['cases'])} case(s)"
-                                    for lane in state["lanes"]) + "\n"
-    data = report.report_json(verdicts, code, info)
-    data["gpus"] = [{"label": lane["label"], "cases": lane["cases"]} for lane in state["lanes"]]
-    for case in data["cases"]:
-        case["gpu"] = case_gpus.get(case["case"])
-    report.write(out_dir, text, data)
-    print(text)
-    print(f"gate: exit {code}; report {out_dir / 'gate.md'}, {out_dir / 'gate.json'}")
-    return code
+    return gate_cli.run(args, sharded_plan, gpu_column=True)
 
 
 def sharded_plan(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds):

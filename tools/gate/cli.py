@@ -21,6 +21,7 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +191,14 @@ def _interrupt_on_sigterm() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return run(build_parser().parse_args(argv), plan_run)
+
+
+def run(args: argparse.Namespace,
+        make_plan: Callable[[argparse.Namespace, Path, Path, Thresholds], GatePlan],
+        gpu_column: bool = False) -> int:
+    """Guard the folders, plan (or resume, or only re-read), measure, decide, report; every
+    way out writes gate.md and gate.json. ``tools.shard gate`` plans one lane per GPU."""
     _interrupt_on_sigterm()
     repo = args.repo.resolve()
     pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
@@ -206,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_run or args.resume:
             state = read_state(pr_dir)
         if not args.no_run:
-            plan = (plan_run(args, repo, pr_dir, th) if not args.resume
+            plan = (make_plan(args, repo, pr_dir, th) if not args.resume
                     else plan_of(state, repo, pr_dir))
             state = measure(plan, th, args.resume)
         verdicts = decide(pr_dir, state, th)
@@ -216,18 +224,32 @@ def main(argv: list[str] | None = None) -> int:
         return fail(out_dir, str(err), EXIT_GATE_ERROR, args.label)
     except KeyboardInterrupt:
         return fail(out_dir, "interrupted; --resume goes on from what was measured",
-                     EXIT_GATE_ERROR, args.label)
+                    EXIT_GATE_ERROR, args.label)
     except Exception as err:  # the gate's own bug: never a regression, never a pass
         traceback.print_exc()
         return fail(out_dir, f"the gate itself failed ({type(err).__name__}: {err})",
-                     EXIT_GATE_ERROR, args.label)
+                    EXIT_GATE_ERROR, args.label)
     code = exit_code(verdicts)
-    info = info_of(state, verdicts, th)
-    text = report.markdown(verdicts, code, info, args.max_rows)
-    report.write(out_dir, text, report.report_json(verdicts, code, info))
+    write_report(out_dir, verdicts, code, info_of(state, verdicts, th), state["lanes"]
+                 if gpu_column else None, args.max_rows)
+    return code
+
+
+def write_report(out_dir: Path, verdicts: list[Verdict], code: int, info: dict[str, Any],
+                 lanes: list[dict[str, Any]] | None, max_rows: int) -> None:
+    """gate.md and gate.json; with ``lanes``, which GPU judged each case."""
+    gpus = {name: lane["label"] for lane in lanes or [] for name in lane["cases"]}
+    text = report.markdown(verdicts, code, info, max_rows, extra=gpus if lanes else None)
+    data = report.report_json(verdicts, code, info)
+    if lanes:
+        text += "\nGPUs: " + "; ".join(f"{report.md(lane['label'])}: {len(lane['cases'])} "
+                                        f"case(s)" for lane in lanes) + "\n"
+        data["gpus"] = [{"label": lane["label"], "cases": lane["cases"]} for lane in lanes]
+        for case in data["cases"]:
+            case["gpu"] = gpus.get(case["case"])
+    report.write(out_dir, text, data)
     print(text)
     print(f"gate: exit {code}; report {out_dir / 'gate.md'}, {out_dir / 'gate.json'}")
-    return code
 
 
 def plan_of(state: dict[str, Any], repo: Path, pr_dir: Path) -> GatePlan:
