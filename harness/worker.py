@@ -259,8 +259,7 @@ class WorkerClient:
         with contextlib.suppress(ValueError, OSError):
             pid = int(paths["pid"].read_text())
             deadline = time.monotonic() + limit_s
-            while time.monotonic() < deadline:
-                os.kill(pid, 0)
+            while time.monotonic() < deadline and not _gone(pid):
                 time.sleep(0.05)
 
     def _kill(self, paths: dict[str, Path]) -> int | None:
@@ -296,6 +295,19 @@ class WorkerClient:
         retire(self.dir, f"{self.spec.group}-", "")
 
 
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited; reaps it when it is this process's child (a worker the
+    gate started would otherwise linger as a zombie that still answers ``kill 0``)."""
+    with contextlib.suppress(ChildProcessError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
     """Stop the workers whose name starts with ``prefix``; returns how many were stopped."""
     stopped = 0
@@ -313,9 +325,11 @@ def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
         with contextlib.suppress(ValueError, OSError):
             pid = int(pid_file.read_text())
             for _ in range(50):  # give it a moment to free the GPU, then insist
-                os.kill(pid, 0)
+                if _gone(pid):
+                    break
                 time.sleep(0.1)
-            os.killpg(pid, signal.SIGKILL)
+            else:
+                os.killpg(pid, signal.SIGKILL)
         for path in (sock, key, pid_file):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
