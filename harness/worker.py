@@ -87,8 +87,8 @@ def package_fingerprint(package: str, search_path: Sequence[str]) -> str:
     when pip reinstalls the package, which rewrites every file.
     """
     spec = importlib.machinery.PathFinder.find_spec(package, list(search_path))
-    if spec is None or not spec.submodule_search_locations:
-        return f"{package}: not found"
+    if spec is None or not spec.submodule_search_locations:  # nothing to watch
+        return hashlib.sha256(f"{package} not found".encode()).hexdigest()[:16]
     root = Path(next(iter(spec.submodule_search_locations)))
     digest = hashlib.sha256(str(root).encode())
     for path in sorted(root.rglob("*.py")):
