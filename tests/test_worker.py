@@ -37,6 +37,7 @@ from harness.worker import (
 
 REPO = Path(__file__).resolve().parent.parent
 HANDLER = f"{Path(__file__).with_name('_worker_handlers.py')}:handle"
+SLOW_LISTEN = str(Path(__file__).with_name("_slow_listen_worker.py"))
 TIMEOUT_S = 30.0
 
 
@@ -255,3 +256,11 @@ def test_the_worker_directory_is_private(workers: Workers) -> None:
         os.chown(workers.dir, 0, -1)
     assert worker_dir() == workers.dir
 
+
+def test_a_worker_slow_to_listen_is_waited_for(workers: Workers) -> None:
+    """Its socket file exists before it accepts connections: the client waits until it
+    does, instead of failing the case with "connection refused" (seen under load)."""
+    workers.script = SLOW_LISTEN
+    client = workers.client()
+    first = workers.pid(client)
+    assert workers.pid(client) == first and workers.running(first)
