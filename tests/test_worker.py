@@ -99,6 +99,10 @@ class Workers:
     def close(self) -> None:
         if self.dir.exists():
             retire(self.dir)
+        for proc in self.procs.values():  # one the client lost track of (a failed test)
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         self._stop.set()
         self._reaper.join()
         shutil.rmtree(self.root)
