@@ -97,11 +97,7 @@ class CaseRunner:
         if key in self.prepared:
             self.prepared.move_to_end(key)
             return self.prepared[key]
-        from kernels.registry import get_op
-
-        op = get_op(spec["op"])
-        if self.on_host:
-            op = _HostOp(op)
+        op = case_op(spec["op"])
         self.device()  # a missing GPU fails here, before any compile
         built_before, files_before = len(self.builds), cache_files()
         prepared = prepare(op, spec["case"], spec["dtype"], spec["backend"], self.target(),
@@ -177,6 +173,14 @@ class _HostOp:
             if case.name == name:
                 return case
         return self._op.case(name)
+
+
+def case_op(name: str) -> Any:
+    """The op ``name``; with ``KPERF_DEVICE=cpu`` it also names its small test cases."""
+    from kernels.registry import get_op
+
+    op = get_op(name)
+    return _HostOp(op) if os.environ.get("KPERF_DEVICE", "gpu") == "cpu" else op
 
 
 _RUNNER: CaseRunner | None = None

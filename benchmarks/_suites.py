@@ -19,7 +19,7 @@ from typing import Any
 
 from harness import METHOD_VERSION, record, static
 
-from ._case import MEASURE_TIMEOUT_S, PREPARE_TIMEOUT_S, worker_client
+from ._case import MEASURE_TIMEOUT_S, PREPARE_TIMEOUT_S, case_op, worker_client
 
 
 def _bench_name(obj: object, method: str) -> str:
@@ -42,9 +42,7 @@ class _CaseSuite:
     version = METHOD_VERSION
 
     def setup(self, case: str, dtype: str, backend: str) -> None:
-        from kernels.registry import get_op
-
-        op = get_op(self.op)
+        op = case_op(self.op)  # on CPU (tests) also the op's small test cases
         op.backend(backend, op.case(case).name)  # missing here: a skip, before any GPU work
         self.spec = {"op": self.op, "case": case, "dtype": dtype, "backend": backend}
         self.worker = worker_client()

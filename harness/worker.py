@@ -243,7 +243,7 @@ class WorkerClient:
                                     cwd=str(self.dir))
         paths["pid"].write_text(str(proc.pid))
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not paths["sock"].exists():
+        while not self._listening(paths):
             if proc.poll() is not None:
                 raise WorkerError(f"measurement worker exited at start (code "
                                   f"{proc.returncode}){self._log_tail(paths)}")
@@ -253,6 +253,18 @@ class WorkerClient:
                                   f"{START_TIMEOUT_S:.0f} s{self._log_tail(paths)}")
             time.sleep(0.02)
         self.started_fresh = True
+
+    @staticmethod
+    def _listening(paths: dict[str, Path]) -> bool:
+        """Whether the worker accepts connections: its socket file appears when the socket
+        is bound, a moment before it listens, and a connection in between is refused."""
+        if not paths["sock"].exists():
+            return False
+        try:
+            Client(str(paths["sock"]), family="AF_UNIX", authkey=paths["key"].read_bytes()).close()
+        except (OSError, EOFError):
+            return False
+        return True
 
     def _wait_exit(self, paths: dict[str, Path], limit_s: float = 2.0) -> None:
         """Let a dying worker finish writing its log, so its last words reach the error."""

@@ -119,3 +119,44 @@ def test_measure_records_a_clock_drop_in_the_windows() -> None:
     assert m.samples[4] / m.samples[1] == pytest.approx(2100 / 1400, rel=1e-9)
     record = m.as_record()
     assert record["windows"][5]["sm_clock_mhz_min"] == 1400
+
+
+class BandwidthGpu:
+    """A memory-bound kernel: 1 ms a call whatever the SM clock, which meanwhile falls
+    linearly from 1980 to 1500 MHz over the first ``ramp_s`` (the power average climbing
+    to the cap after idle), then holds."""
+
+    def __init__(self, ramp_s: float) -> None:
+        self.ramp_s, self.start, self.device_s = ramp_s, time.perf_counter(), 0.0
+
+    def run_call(self) -> None:
+        self.device_s += 1e-3
+        time.sleep(1e-3)
+
+    def synchronize(self) -> None:
+        pass
+
+    def clock_at(self, t: float) -> float:
+        return 1980.0 - 480.0 * min(1.0, max(0.0, t - self.start) / self.ramp_s)
+
+
+class RampSource(LaggedSource):
+    lag_s = 0.0
+
+    def read(self) -> Reading:
+        t = time.perf_counter()
+        return Reading(t=t, sm_clock_mhz=self.gpu.clock_at(t))
+
+
+def test_warm_up_waits_for_the_clock_even_when_times_agree() -> None:
+    # every trial reads the same time from the first one on; only the clock says the GPU
+    # is not in its steady state yet: no sample may be taken before the clock has settled
+    gpu = BandwidthGpu(ramp_s=0.3)
+    plan = timing.Plan(trials=3, min_trial_s=0.02, min_reps=5, warmup_min_s=0.0,
+                       warmup_max_s=3.0, flush_l2=False, estimate_calls=3, energy_s=0)
+    m = timing.measure([gpu.run_call], FakeDevice(gpu), plan, RampSource(gpu),
+                       sampler_period_s=0.005)
+    assert len(set(m.samples)) == 1  # the times never moved
+    assert m.settled and m.warmup_s >= 0.2 and m.warmup_trials > 3
+    for w in m.windows:
+        assert w.sm_clock_mhz_median == pytest.approx(1500, abs=15)

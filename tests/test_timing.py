@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from harness.timing import Plan, measure
+from harness.timing import Plan, _settled, measure
 
 from .fakes import FakeGpu, FakeKernel
 
@@ -69,3 +69,42 @@ def test_rotating_inputs_are_all_used():
     measure(kernels, gpu, Plan(**FAST))
     assert all(k.calls > 10 for k in kernels)
     assert max(k.calls for k in kernels) - min(k.calls for k in kernels) <= 1
+
+
+def test_each_sample_is_its_trials_median_not_its_mean():
+    # every 8th call stalls 10x (an interrupt, a neighbour's burst): one or two per trial of
+    # ten reps. The median of a trial is the kernel's time; a mean would be 1.4-2.8x off.
+    gpu = FakeGpu()
+    calls = 0
+
+    def kernel() -> None:
+        nonlocal calls
+        calls += 1
+        gpu.run_cycles(1500e6 * 200e-6 * (10 if calls % 8 == 0 else 1))
+
+    m = measure([kernel], gpu, Plan(**FAST))
+    assert m.mode == "events" and m.reps == 10 and len(m.samples) == 8
+    for s in m.samples:
+        assert s == pytest.approx(200e-6, rel=1e-6)
+
+
+SETTLE = Plan(settle_trials=3, settle_tol=0.01)
+
+
+def test_settled_needs_the_clock_to_agree_as_well_as_the_times():
+    # trial times agree exactly (a bandwidth-bound kernel: its time does not follow the SM
+    # clock) while the clock is still falling: not settled yet
+    assert not _settled([1.0] * 3, [1980.0, 1800.0, 1620.0], SETTLE)
+    assert not _settled([1.0] * 6, [1980.0, 1900.0, 1800.0, 1700.0, 1600.0, 1500.0], SETTLE)
+    # the clock has stopped moving: settled
+    assert _settled([1.0] * 3, [1500.0, 1500.0, 1501.0], SETTLE)
+    # no clock readings at all (no telemetry): the times decide
+    assert _settled([1.0] * 3, [None] * 3, SETTLE)
+
+
+def test_settled_by_level_needs_the_clock_level_to_hold_too():
+    # noisy times (3% apart) whose level holds across two groups of three trials, while the
+    # clock level fell between the groups: not settled; once the clock holds, settled
+    noisy = [1.0, 1.03, 0.99, 1.0, 1.03, 0.99]
+    assert not _settled(noisy, [1980.0] * 3 + [1700.0] * 3, SETTLE)
+    assert _settled(noisy, [1700.0] * 6, SETTLE)
