@@ -51,7 +51,7 @@ class Workers:
         self.code = self.root / "code"
         self.write_code("toycode", 1)
         self.procs: dict[int, subprocess.Popen] = {}
-        self.script = ""  # instead of harness/worker.py, when set
+        self.script = ""  # instead of ``-m harness.workerproc``, when set
         self._stop = threading.Event()
         self._reaper = threading.Thread(target=self._reap, daemon=True)
         self._reaper.start()
@@ -68,7 +68,8 @@ class Workers:
     def popen(self, cmd: list[str], **kw) -> subprocess.Popen:
         """The client's ``subprocess.Popen``: starts the worker, and keeps it for the reaper."""
         if self.script:
-            cmd = [cmd[0], self.script, *cmd[2:]]
+            assert cmd[1:3] == ["-m", "harness.workerproc"], cmd
+            cmd = [cmd[0], self.script, *cmd[3:]]
         proc = subprocess.Popen(cmd, **kw)
         self.procs[proc.pid] = proc
         return proc
