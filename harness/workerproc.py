@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
@@ -83,7 +84,7 @@ def _serve_loop(listener: Listener, spec: WorkerSpec, code: str, idle: _Idle) ->
     while True:
         try:
             conn = listener.accept()
-        except (OSError, EOFError):
+        except (OSError, EOFError, AuthenticationError):
             continue  # a client that failed authentication or hung up
         idle.set_busy(True)
         try:

@@ -281,3 +281,16 @@ def test_a_worker_slow_to_listen_is_waited_for(workers: Workers) -> None:
     client = workers.client()
     first = workers.pid(client)
     assert workers.pid(client) == first and workers.running(first)
+
+
+def test_a_client_with_the_wrong_key_does_not_stop_the_worker(workers: Workers) -> None:
+    """Anyone who can reach the socket but lacks the key is turned away, and the worker
+    goes on serving those who have it (multiprocessing's AuthenticationError)."""
+    from multiprocessing import AuthenticationError
+
+    client = workers.client()
+    first = workers.pid(client)
+    (sock,) = workers.dir.glob("*.sock")
+    with pytest.raises(AuthenticationError):
+        Client(str(sock), family="AF_UNIX", authkey=b"not the key")
+    assert workers.pid(client) == first and workers.running(first)
