@@ -72,9 +72,9 @@ class _TimeSuite(_CaseSuite):
 
     track_time.unit = "seconds"
     # One round: every round of a commit's run is measured by the same worker process, so
-    # a second round repeats what the first saw (a process's offset included, which on
-    # the H200 reached 2.5% for a bandwidth-bound kernel while its rounds agreed to 0.05%,
-    # docs/perf.md); it doubled the suite's time for no independent replicate.
+    # a second round repeats what the first saw (a process's offset included, which on an
+    # H200 on 2026-12-01 reached 2.5% for a bandwidth-bound kernel while its rounds agreed
+    # to 0.05%, docs/perf.md); it doubled the suite's time for no independent replicate.
     track_time.rounds = 1
 
 

@@ -37,7 +37,7 @@ class Plan:
     max_graph_calls: int = 500  # large graphs are fragile on ROCm (tritonbench#1034)
     flush_l2: bool = True
     warmup_min_s: float = 0.3
-    warmup_max_s: float = 5.0  # most cases settled in 0.3-0.8 s on the H200 (docs/perf.md)
+    warmup_max_s: float = 5.0  # most cases settled in 0.3-0.8 s (H200, 2026-12-01, docs/perf.md)
     settle_trials: int = 3  # consecutive warm-up trials that must agree
     settle_tol: float = 0.01  # relative spread of those trials (time and clock)
     # ... and of their board power: NVML's is a ~1 s average, and a power-capped kernel's
@@ -262,7 +262,7 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
     """Run trials until the level has stopped moving, in time and in SM clock.
 
     A power-capped GEMM starts 12-15% fast after idle and slows as the clock falls to
-    its steady state (H200, docs/perf.md): samples taken before that are not comparable
+    its steady state (H200, 2026-12-01, docs/perf.md): samples taken before that are not comparable
     with samples taken after it. Settled means the board's power has stopped moving
     (``settle_power_tol`` over the last ``settle_trials``; without it a GEMM's trials
     agreed at 1440 MHz for 0.45 s and then dipped to 1268 MHz when the averaged power

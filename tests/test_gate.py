@@ -217,7 +217,7 @@ def test_flagged_cases_stand_only_if_the_remeasure_alone_moved(th) -> None:
 
 
 def test_pairs_of_workers_are_the_replicates_not_the_rounds_of_one_pair(th) -> None:
-    """An A/A on the H200: a bandwidth-bound kernel 2.5% apart in every one of four
+    """An A/A on an H200 (2026-12-01): a bandwidth-bound kernel 2.5% apart in every one of four
     rounds of one pair of worker processes, 0.8% in a fresh pair. One pair's rounds make
     it look certain; the pairs show it is where the processes landed: no verdict."""
     data = case(NORM, [1.0] * 4, [0.9757, 0.9744, 0.9741, 0.9749], clock=1980.0, bits=0,

@@ -129,9 +129,9 @@ def counter_at(readings: Sequence[Reading], t: float) -> float | None:
 def window_energy(readings: Sequence[Reading], lo: float, hi: float) -> float | None:
     """Joules the device used in [lo, hi] by its energy counter.
 
-    Differences of readings *inside* a 100 ms window were mostly 0.0 or missing on the
-    H200 (the counter moves less often than it is polled), so the counter is interpolated
-    at both ends from the readings around them.
+    Differences of readings *inside* a 100 ms window were mostly 0.0 or missing on an
+    H200 on 2026-12-01 (the counter moves less often than it is polled), so the counter
+    is interpolated at both ends from the readings around them.
     """
     start, end = counter_at(readings, lo), counter_at(readings, hi)
     if start is None or end is None or end < start:
@@ -194,7 +194,7 @@ class Sampler:
         """Mean watts in [t0, t1] (shifted by the lag) from the energy counter's own
         update instants: the first and last change of the counter inside the span.
 
-        NVML's counter moves only every ~100 ms (H200, docs/perf.md), so the difference
+        NVML's counter moves only every ~100 ms (H200, 2026-12-01, docs/perf.md), so the difference
         of two readings says little about a span of a few hundred ms; between two of its
         updates, though, it holds exactly the energy used. Polled every few ms, the
         update instants are known to that precision. None with fewer than two updates.

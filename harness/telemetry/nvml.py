@@ -10,7 +10,7 @@ from typing import Any
 from harness.telemetry.base import Reading
 
 # NVML refreshes clocks and power about every 100 ms and trails the work by ~50 ms
-# (measured on the H200, docs/facts.md); readings are shifted by this lag.
+# (measured on an H200 on 2026-12-01, docs/facts.md); readings are shifted by this lag.
 NVML_LAG_S = 0.05
 
 

@@ -4,7 +4,7 @@
 
 Each simulated gate runs the real decision code (``model.decide_look`` at every look,
 ``sequential.replay`` at the end, confirmation by "fresh workers") on block medians
-drawn from a noise model with the parts measured on an H200 (docs/perf.md, "Noise"):
+drawn from a noise model with the parts measured on an H200 on 2026-12-01 (docs/perf.md):
 
 - ``drift``: what moves both sides of a round together (the GPU's state): cancels;
 - ``block``: each block's own scatter (a median of a few trials at a power cap);
