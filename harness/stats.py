@@ -33,30 +33,6 @@ class Comparison:
     sd: float  # standard deviation of the log ratios (before the floor)
 
 
-def paired_compare(log_ratios: Sequence[float], level: float, sd_floor: float = 0.0
-                   ) -> Comparison:
-    """One-sample t on the rounds' log ratios; the interval at ``level`` (two-sided).
-
-    ``sd_floor`` is the smallest spread the gate believes (per kernel class): three
-    rounds that happen to agree to 0.01% would otherwise claim a precision no GPU has.
-    """
-    d = np.asarray(log_ratios, float)
-    n = d.size
-    if n < 2:
-        raise ValueError(f"a paired comparison needs at least 2 rounds, got {n}")
-    mean = float(d.mean())
-    sd = float(d.std(ddof=1))
-    se = max(sd, sd_floor) / math.sqrt(n)
-    if se == 0.0:
-        p = 1.0 if mean == 0.0 else 0.0
-        return Comparison(n, math.exp(mean), math.exp(mean), math.exp(mean), p, sd)
-    t = mean / se
-    p = float(2.0 * sps.t.sf(abs(t), n - 1))
-    q = float(sps.t.ppf(0.5 + level / 2.0, n - 1))
-    return Comparison(n, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se),
-                      p, sd)
-
-
 def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: float = 0.0,
                    tau_floor: float = 0.0) -> Comparison:
     """Log ratios of rounds measured by several pairs of worker processes (``groups``, one
@@ -112,24 +88,6 @@ def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: fl
     return Comparison(n, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se), p, sd)
 
 
-def welch_compare(base: Sequence[float], head: Sequence[float], level: float,
-                  sd_floor: float = 0.0) -> Comparison:
-    """Unpaired: the log of each side's replicate values (sides measured apart)."""
-    a, b = np.log(np.asarray(base, float)), np.log(np.asarray(head, float))
-    if a.size < 2 or b.size < 2:
-        raise ValueError(f"an unpaired comparison needs 2 replicates a side "
-                         f"(base {a.size}, head {b.size})")
-    va, vb = max(a.var(ddof=1), sd_floor ** 2) / a.size, max(b.var(ddof=1), sd_floor ** 2) / b.size
-    mean, se = float(b.mean() - a.mean()), math.sqrt(va + vb)
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
-    t = mean / se
-    p = float(2.0 * sps.t.sf(abs(t), df))
-    q = float(sps.t.ppf(0.5 + level / 2.0, df))
-    sd = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2.0)
-    return Comparison(min(a.size, b.size), math.exp(mean), math.exp(mean - q * se),
-                      math.exp(mean + q * se), p, sd)
-
-
 def spent(total: float, look: int, looks: int) -> float:
     """The error rate look ``look`` (1-based) of at most ``looks`` may spend.
 
@@ -140,13 +98,6 @@ def spent(total: float, look: int, looks: int) -> float:
     if not 1 <= look <= looks:
         raise ValueError(f"look {look} outside 1..{looks}")
     return total / looks
-
-
-def to_cycles(seconds: Sequence[float], clocks_mhz: Sequence[float]) -> list[float]:
-    """Cycle counts (in millions): time x the clock it ran at."""
-    if len(seconds) != len(clocks_mhz):
-        raise ValueError(f"{len(seconds)} samples but {len(clocks_mhz)} clock readings")
-    return [s * c for s, c in zip(seconds, clocks_mhz, strict=True)]
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:

@@ -212,10 +212,6 @@ class Sampler:
         """Whether the source has delivered an energy counter or a power reading."""
         return any(r.energy_j is not None or r.power_w is not None for r in list(self.readings))
 
-    def energy(self, t0: float, t1: float) -> float | None:
-        """Joules used in the host-time span [t0, t1], shifted by the source's lag."""
-        return self.window(t0, t1).energy_j
-
     def last_reading_t(self) -> float:
         readings = self.readings
         return readings[-1].t if readings else float("-inf")

@@ -202,7 +202,9 @@ def compare_groups(d: list[list[float]], level: float, klass: KernelClass) -> st
     return stats.random_effects(d, level, klass.sd_floor, klass.pair_offset_sd)
 
 
-def _grouped(groups: Sequence[Sequence[tuple[Block, Block]]], cycles: bool) -> list[list[float]]:
+def log_ratio_groups(groups: Sequence[Sequence[tuple[Block, Block]]],
+                     cycles: bool = False) -> list[list[float]]:
+    """Each pair of workers' rounds as log ratios (of time, or of cycles: time x clock)."""
     return [_log_ratios(g, cycles) for g in groups]
 
 
@@ -292,8 +294,8 @@ def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,
     limits = [blk.power_limit_w for pair in pairs for blk in pair if blk.power_limit_w]
     v.power_limit_w = min(limits) if limits else None
     groups = data.groups(upto)
-    return _Tested(v, klass, _grouped(groups, False),
-                   _grouped(groups, True) if who.kind == "environment" else None)
+    return _Tested(v, klass, log_ratio_groups(groups),
+                   log_ratio_groups(groups, True) if who.kind == "environment" else None)
 
 
 def decide_look(cases: Sequence[CaseData], th: Thresholds, upto: int | None, look: int,

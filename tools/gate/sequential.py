@@ -12,14 +12,20 @@ still give the verdict.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 
 from harness import stats
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
-from tools.gate.model import Block, CaseData, Verdict, compare_groups, decide_look, flip
+from tools.gate.model import (
+    CaseData,
+    Verdict,
+    compare_groups,
+    decide_look,
+    flip,
+    log_ratio_groups,
+)
 
 
 def key(data: CaseData | Verdict) -> tuple[str, str]:
@@ -59,11 +65,6 @@ def _is_exact(v: Verdict, th: Thresholds) -> bool:
     return th.classes[v.klass].exact
 
 
-def open_cases(verdicts: Sequence[Verdict]) -> set[tuple[str, str]]:
-    """Cases the loop must measure again."""
-    return {key(v) for v in verdicts if not v.decided}
-
-
 def awaiting_confirmation(verdicts: Sequence[Verdict]) -> set[tuple[str, str]]:
     """Statistical SLOW / FAST verdicts waiting for their re-measure."""
     return {key(v) for v in verdicts if v.candidate and v.confirmed is None}
@@ -94,7 +95,7 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
         v.reason = (f"flagged {flagged} (x{v.ratio:.3f}) but not confirmed by fresh workers "
                     f"(re-measure alone moved " + ", ".join(f"x{r:.3f}" for r in moved) + ")")
         return v
-    together = compare_groups([_ratios(g) for g in data.groups(confirm=None)], 0.99, klass)
+    together = compare_groups(log_ratio_groups(data.groups(confirm=None)), 0.99, klass)
     alpha = stats.spent(th.alpha, v.look or 1, th.sequential.looks)
     if together.p_value >= alpha:
         v.confirmed, v.verdict = False, "INCONCLUSIVE"
@@ -105,10 +106,6 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
         return v
     v.confirmed = True
     return v
-
-
-def _ratios(pairs: Sequence[tuple[Block, Block]]) -> list[float]:
-    return [math.log(h.median() / b.median()) for b, h in pairs]
 
 
 def finalise(verdicts: Sequence[Verdict], stopped: str) -> list[Verdict]:
