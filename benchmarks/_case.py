@@ -17,8 +17,10 @@ A case spec is a dict: ``op``, ``case``, ``dtype``, ``backend``, optional ``over
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -36,7 +38,7 @@ from harness.worker import WorkerClient, WorkerSpec, device_key
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
 # A cold TileLang compile of the largest kernel took ~20 s on the CPU machine (docs/perf.md).
 PREPARE_TIMEOUT_S = 600.0
-MEASURE_TIMEOUT_S = 300.0  # warm-up is capped at 15 s; the trials take ~1 s
+MEASURE_TIMEOUT_S = 300.0  # warm-up is capped at 5 s (timing.Plan); the trials take ~1 s
 
 
 def case_key(spec: dict[str, Any]) -> str:
@@ -67,6 +69,7 @@ class CaseRunner:
         self._device: Any = None
         self._source: Source | None = None
         self._target: Any = None
+        self._placed: list[Any] = []  # the latest placed inputs and their pads
 
     @property
     def on_host(self) -> bool:
@@ -117,7 +120,33 @@ class CaseRunner:
             self.input_bytes.pop(oldest, None)
 
     def measure(self, spec: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
-        return self.measure_prepared(self.prepare(spec), plan)
+        plan = dict(plan)
+        placements = int(plan.pop("placements", 0))
+        prepared = self.prepare(spec)
+        if placements:
+            prepared = self.placed(prepared, placements)
+        return self.measure_prepared(prepared, plan)
+
+    def placed(self, prepared: Prepared, placements: int) -> Prepared:
+        """The case with its inputs copied to ``placements`` new places in device memory,
+        each behind a pad of random size, its calls cycling over all copies. Plan key
+        ``placements``: whether a worker's offset comes from where its inputs lie
+        (tools/blocks.py, docs/perf.md "Noise structure")."""
+        import torch
+
+        self._placed = []
+        if not self.on_host:
+            torch.cuda.empty_cache()  # the next copies get new pages, not the last ones'
+        device = next(t.device for t in prepared.inputs[0] if isinstance(t, torch.Tensor))
+        calls = []
+        for _ in range(placements):
+            self._placed.append(torch.empty(random.randrange(1, 257) * 2**21,
+                                            dtype=torch.uint8, device=device))
+            for inputs in prepared.inputs:
+                copy = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
+                self._placed.append(copy)
+                calls.append(lambda c=copy, fn=prepared.fn: fn(*c))
+        return dataclasses.replace(prepared, calls=calls)
 
     def measure_prepared(self, prepared: Prepared, plan: dict[str, Any]) -> dict[str, Any]:
         m = timing.measure(prepared.calls, self.device(), timing.Plan().with_overrides(**plan),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness import checks
@@ -24,6 +24,8 @@ class Prepared:
     flops: float
     bytes_moved: float
     first_call_s: float  # build + first call: compile (and JIT) time as a user meets it
+    fn: Callable[..., Any] | None = None  # the built kernel, for inputs placed elsewhere
+    inputs: list[tuple[Any, ...]] = field(default_factory=list)  # one tuple per call
 
 
 def rotating_sets(bytes_per_set: float, cache_bytes: int, max_sets: int = 16) -> int:
@@ -75,4 +77,6 @@ def prepare(op: Any, case_name: str, dtype: str, backend_name: str, target: Any,
         flops=op.flops(case),
         bytes_moved=bytes_moved,
         first_call_s=first_call_s,
+        fn=fn,
+        inputs=inputs,
     )

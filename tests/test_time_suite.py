@@ -142,3 +142,28 @@ def test_timed_path_flushes_twice_the_last_level_cache(monkeypatch: pytest.Monke
     flush = device._flush
     assert flush.numel() * flush.element_size() >= 2 * tgt.l2_bytes
     device.flush_l2()  # what timing.measure calls before each timed call: writes all of it
+
+
+# ------------------------------------------------------------------ input placement
+
+
+def test_placements_time_the_same_kernel_on_copies_of_its_inputs(cpu_bench: Path) -> None:
+    """Plan key ``placements``: every call runs on a copy of the inputs at a new address,
+    ``placements`` copies of each input set, and gives the same output as the original."""
+    import torch
+
+    from benchmarks._case import CaseRunner
+
+    runner = CaseRunner()
+    spec = dict(zip(("case", "dtype", "backend"), CASE, strict=True), op="gemm")
+    prepared = runner.prepare(spec)
+    placed = runner.placed(prepared, 3)
+    assert len(placed.calls) == 3 * len(prepared.inputs)
+    original = {t.data_ptr() for x in prepared.inputs for t in x}
+    copies = [t for x in runner._placed if isinstance(x, tuple) for t in x]
+    assert len(copies) == 3 * sum(len(x) for x in prepared.inputs)
+    assert original.isdisjoint(t.data_ptr() for t in copies)
+    expected = prepared.calls[0]()
+    torch.testing.assert_close(placed.calls[len(prepared.inputs)](), expected)
+    result = runner.measure(spec, {**PLAN, "placements": 2})
+    assert len(result["samples"]) == PLAN["trials"]

@@ -8,7 +8,9 @@ compiled kernel) timing the same case, with that slot's configuration overrides.
 measures one block per slot (warm-up until settled, then ``--trials`` trials), the slots'
 order rotating from round to round. Identical slots are an A/A: the spread of block
 medians inside a worker, between workers and between rounds says what a gate's replicate
-must be. A slot with an edited configuration shows what the edit does to time, clock,
+must be. A slot's ``plan`` key changes that slot's measurement plan, e.g.
+``{"plan": {"placements": 4}}``: inputs copied to 4 new places in memory for every block.
+A slot with an edited configuration shows what the edit does to time, clock,
 power and energy per call at the same moment (a power-capped kernel: whether its clock
 follows the code). Also ``--energy-probe``: how often the energy counter moves.
 """
@@ -42,7 +44,9 @@ def run(spec: dict[str, Any], slots: list[dict[str, Any]], rounds: int,
     suite = Path(__file__).resolve().parent.parent / "benchmarks" / "__init__.py"
     workers = [gate_worker(f"blocks-{i}", sys.path, f"slot {i}", dict(os.environ), suite)
                for i in range(len(slots))]
-    specs = [dict(spec, overrides=o) if o else spec for o in slots]
+    overrides = [{k: v for k, v in slot.items() if k != "plan"} for slot in slots]
+    specs = [dict(spec, overrides=o) if o else spec for o in overrides]
+    plans = [{**plan, **slot.get("plan", {})} for slot in slots]
     start = time.time()
     for worker, s in zip(workers, specs, strict=True):
         worker.request({"op": "prepare", "spec": s}, 600)
@@ -51,7 +55,8 @@ def run(spec: dict[str, Any], slots: list[dict[str, Any]], rounds: int,
     for r in range(rounds):
         order = [(r + i) % len(slots) for i in range(len(slots))]
         for i in order:
-            result = workers[i].request({"op": "measure", "spec": specs[i], "plan": plan}, 300)
+            result = workers[i].request({"op": "measure", "spec": specs[i], "plan": plans[i]},
+                                        300)
             blocks.append({"round": r, "slot": i, **block_summary(result)})
     for worker in workers:
         worker.shutdown()
