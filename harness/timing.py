@@ -44,6 +44,16 @@ class Plan:
     # clock dips once that average reaches the cap, ~1 s after a change of load
     # (docs/perf.md, "Settling at the power cap")
     settle_power_tol: float = 0.03
+    # Near the board's power limit the clock is cut only once the power controller has
+    # seen a full averaging window of the load: after a gap of half a second a kernel at
+    # the cap ran ~0.8 s at 1965 MHz, its power reading flat below the cap, before its
+    # clock fell to ~1400 MHz (H200, 2026-12-01, docs/perf.md "Warm-up at the power cap").
+    # So a warm-up whose board power reaches cap_near_fraction of the limit runs at least
+    # power_window_s, and one that reaches cap_fraction runs cap_settle_s past that.
+    cap_near_fraction: float = 0.85
+    cap_fraction: float = 0.95
+    power_window_s: float = 1.0
+    cap_settle_s: float = 1.0
     estimate_calls: int = 5
     # Energy per call: after the trials, calls back to back (no flush; graph replay in
     # graph mode) for this long; their mean power, from the energy counter's updates,
@@ -257,6 +267,25 @@ def _settled(values: list[float], clocks: list[float | None], plan: Plan,
     return _level_moved(values, k) <= tol / 2 and clock_still
 
 
+def _cap_wait_s(ends: Sequence[float], powers: Sequence[float | None],
+                limits: Sequence[float | None], start: float, plan: Plan) -> float:
+    """How much longer a warm-up must run because its board power is near the limit
+    (0 when it is not, or has run long enough). ``ends``: each warm-up trial's end,
+    ``powers`` and ``limits`` its mean power and enforced limit."""
+    def reached(fraction: float) -> list[float]:
+        return [t for t, p, cap in zip(ends, powers, limits, strict=True)
+                if p is not None and cap and p >= fraction * cap]
+
+    if not reached(plan.cap_near_fraction):
+        return 0.0
+    now = ends[-1]
+    wait = start + plan.power_window_s - now
+    capped = reached(plan.cap_fraction)
+    if capped:
+        wait = max(wait, capped[0] + plan.cap_settle_s - now)
+    return max(0.0, wait)
+
+
 def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
              clock: Callable[[], float]) -> tuple[int, float, bool]:
     """Run trials until the level has stopped moving, in time and in SM clock.
@@ -270,12 +299,14 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
     in time and clock, or, for a kernel whose trials never agree that closely, the
     medians of the last two groups of ``settle_trials`` agree within half of it: the
     drift is over even if the noise is not (a warm-up took 7.9 s under the first rule
-    alone).
+    alone). Near the power limit it also runs as long as ``_cap_wait_s`` says.
     """
     start = clock()
     values: list[float] = []
     clocks: list[float | None] = []
     powers: list[float | None] = []
+    limits: list[float | None] = []
+    ends: list[float] = []
     n = 0
     while True:
         t0 = clock()
@@ -284,9 +315,12 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
         window = sampler.window(t0, t1)
         clocks.append(window.sm_clock_mhz_median)
         powers.append(window.power_w_mean)
+        limits.append(window.power_limit_w)
+        ends.append(t1)
         n += 1
         elapsed = t1 - start
-        if elapsed >= plan.warmup_min_s and _settled(values, clocks, plan, powers):
+        if (elapsed >= plan.warmup_min_s and _cap_wait_s(ends, powers, limits, start, plan) == 0
+                and _settled(values, clocks, plan, powers)):
             return n, elapsed, True
         if elapsed >= plan.warmup_max_s:
             return n, elapsed, False

@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from harness.timing import Plan, _settled, measure
+from harness.timing import Plan, _cap_wait_s, _settled, measure
 
 from .fakes import FakeGpu, FakeKernel
 
@@ -108,3 +108,24 @@ def test_settled_by_level_needs_the_clock_level_to_hold_too():
     noisy = [1.0, 1.03, 0.99, 1.0, 1.03, 0.99]
     assert not _settled(noisy, [1980.0] * 3 + [1700.0] * 3, SETTLE)
     assert _settled(noisy, [1700.0] * 6, SETTLE)
+
+
+def test_a_warm_up_near_the_power_cap_outlasts_the_power_window():
+    """Softmax logits-4k (TileLang) on an H200 after a 0.5 s gap: power readings flat at
+    630 W of 700 while the clock held 1965 MHz; the clock fell at ~0.9 s of load. The
+    times and clocks of those trials agree, so only the cap rule keeps warming up."""
+    ends, powers, limits = [0.1, 0.2, 0.3], [632.0, 629.0, 630.0], [700.0] * 3
+    assert _settled([863e-6, 862e-6, 863e-6], [1965.0, 1950.0, 1965.0], SETTLE, powers)
+    assert _cap_wait_s(ends, powers, limits, 0.0, SETTLE) == pytest.approx(0.7)
+    # the reading reaches the cap (>= 95%) at 1.1 s: warm up a second past it
+    ends, powers = ends + [0.6, 1.1], powers + [650.0, 672.0]
+    assert _cap_wait_s(ends, powers, limits + [700.0] * 2, 0.0, SETTLE) == pytest.approx(1.0)
+    assert _cap_wait_s(ends + [2.1], powers + [690.0], limits + [700.0] * 3, 0.0, SETTLE) == 0.0
+
+
+def test_the_cap_rule_leaves_kernels_far_from_the_cap_and_unknown_limits_alone():
+    # RMSNorm hidden on the same H200: 520-580 W of 700, its clock at 1980 MHz throughout
+    assert _cap_wait_s([0.1, 0.2, 0.3], [526.0, 545.0, 581.0], [700.0] * 3, 0.0, SETTLE) == 0.0
+    # no limit known (a backend without one) or no power: the other rules decide
+    assert _cap_wait_s([0.1, 0.2], [690.0, 690.0], [None, None], 0.0, SETTLE) == 0.0
+    assert _cap_wait_s([0.1, 0.2], [None, None], [700.0, 700.0], 0.0, SETTLE) == 0.0
