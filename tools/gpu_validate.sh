@@ -17,6 +17,8 @@
 #                              re-sends the working tree, which this script then commits on top:
 #                              "again" in a later call compares that commit with the last one), resume
 #                              goes on with a gate the call's limit cut off
+#                              (GATE_THRESHOLDS: another thresholds.json, e.g. a smaller
+#                              gate_wall_s to fit a device call)
 #   blocks:<file>              tools.blocks experiments (noise structure, an energy edit)
 #   probe                      how often NVML's energy counter moves under load
 #   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
@@ -90,7 +92,7 @@ for step in "$@"; do
       flags=(--base HEAD~1 --head HEAD --label sm_90 --pr-dir .asv/pr-gate --out .asv/pr-gate)
       [ "$mode" = resume ] && flags=(--resume --label sm_90 --pr-dir .asv/pr-gate --out .asv/pr-gate)
       /usr/bin/time -f "gate wall %e s" timeout "$limit" python3 -m tools.gate "${flags[@]}" \
-        ${regex:+-b "$regex"} > "$out/gate.log" 2>&1
+        ${regex:+-b "$regex"} ${GATE_THRESHOLDS:+--thresholds "$GATE_THRESHOLDS"} > "$out/gate.log" 2>&1
       echo "gate exit $?"; grep -E "^round|re-measuring|wall" "$out/gate.log" | tail -14
       sed -n '3,3p;8,40p' .asv/pr-gate/gate.md 2>/dev/null
       cp "$out/gate.log" .asv/pr-gate/
