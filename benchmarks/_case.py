@@ -129,7 +129,8 @@ class CaseRunner:
 
     def placed(self, prepared: Prepared, placements: int) -> Prepared:
         """The case with its inputs copied to ``placements`` new places in device memory,
-        each behind a pad of random size, its calls cycling over all copies. Plan key
+        each behind a pad of random size, its calls cycling over all copies, and the L2
+        flush buffer moved too. Plan key
         ``placements``: whether a worker's offset comes from where its inputs lie
         (tools/blocks.py, docs/perf.md "Noise structure")."""
         import torch
@@ -137,6 +138,7 @@ class CaseRunner:
         self._placed = []
         if not self.on_host:
             torch.cuda.empty_cache()  # the next copies get new pages, not the last ones'
+            self.device().move_flush(random.randrange(1, 257) * 2**21)
         device = next(t.device for t in prepared.inputs[0] if isinstance(t, torch.Tensor))
         calls = []
         for _ in range(placements):

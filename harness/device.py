@@ -60,6 +60,13 @@ class TorchDevice:
     def flush_l2(self) -> None:
         self._flush.zero_()
 
+    def move_flush(self, pad_bytes: int) -> None:
+        """The flush buffer anew, behind a pad of ``pad_bytes`` (kept): other pages of
+        device memory, for experiments on where buffers lie (``placements``)."""
+        self._flush_pad = self._torch.empty(pad_bytes, dtype=self._torch.uint8,
+                                            device=self._flush.device)
+        self._flush = self._torch.empty_like(self._flush)
+
     def hold(self, seconds: float) -> None:
         """Enqueue a spin kernel so the host can queue the timed work behind it.
 
