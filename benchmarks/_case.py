@@ -135,19 +135,22 @@ class CaseRunner:
         (tools/blocks.py, docs/perf.md "Noise structure")."""
         import torch
 
-        self._placed = []
-        if not self.on_host:
-            torch.cuda.empty_cache()  # the next copies get new pages, not the last ones'
-            self.device().move_flush(random.randrange(1, 257) * 2**21)
         device = next(t.device for t in prepared.inputs[0] if isinstance(t, torch.Tensor))
+        placed: list[Any] = []
         calls = []
         for _ in range(placements):
-            self._placed.append(torch.empty(random.randrange(1, 257) * 2**21,
-                                            dtype=torch.uint8, device=device))
+            placed.append(torch.empty(random.randrange(1, 257) * 2**21, dtype=torch.uint8,
+                                      device=device))
             for inputs in prepared.inputs:
                 copy = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
-                self._placed.append(copy)
+                placed.append(copy)
                 calls.append(lambda c=copy, fn=prepared.fn: fn(*c))
+        # the new copies were made while the last ones still held their pages: they lie
+        # elsewhere; the last ones' pages go back to the driver
+        self._placed = placed
+        if not self.on_host:
+            self.device().move_flush(random.randrange(1, 257) * 2**21)
+            torch.cuda.empty_cache()
         return dataclasses.replace(prepared, calls=calls)
 
     def measure_prepared(self, prepared: Prepared, plan: dict[str, Any]) -> dict[str, Any]:
