@@ -30,9 +30,9 @@ def _load_harness() -> None:
 _load_harness()
 
 # Modules the fork server imports once, so each benchmark process does not pay for them
-# (tools/asvrun.py sets the list). TileLang is on it only for CPU-only runs: its import
-# initialises CUDA, which breaks CUDA in forked children. torch and Triton initialise
-# the GPU lazily, on first use, which happens only in the children.
+# (tools/asvrun.py sets the list: torch, Triton and TileLang). TileLang's import initialises
+# CUDA, which forked children cannot use; they never do: timed cases run in a measurement
+# worker (harness/worker.py), a fresh process.
 # Only a speed-up: a module this environment lacks is left to the benchmark that needs it,
 # which then fails (or skips) with its own error instead of breaking discovery.
 for _module in filter(None, os.environ.get("KPERF_PREIMPORT", "").split(",")):

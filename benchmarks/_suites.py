@@ -62,7 +62,6 @@ class _CaseSuite:
         return result
 
 
-
 class _TimeSuite(_CaseSuite):
     """Device-event timing: the samples asv keeps, with a record of their telemetry."""
 

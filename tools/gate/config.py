@@ -48,6 +48,7 @@ class Sequential:
     confirm_rounds: int
     trials_per_block: int
     rounds_per_generation: int
+    placements: int = 0  # a block's inputs and flush buffer moved to this many new places
 
     @property
     def looks(self) -> int:

@@ -181,7 +181,9 @@ class Run:
     # ---- measuring
     def measure_block(self, lane: Lane, case: dict[str, Any], side: str, round_: int,
                       confirm: bool = False) -> Block:
-        plan = {"trials": self.th.sequential.trials_per_block, "energy_s": 0}
+        seq = self.th.sequential
+        plan = {"trials": seq.trials_per_block, "energy_s": 0,
+                **({"placements": seq.placements} if seq.placements else {})}
         start = time.monotonic()
         try:
             result = self.client(lane, side).request(
