@@ -7,7 +7,9 @@ again); ``--resume`` and ``--no-run`` read it back into ``model.CaseData``.
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import os
 import threading
 from collections.abc import Sequence
@@ -39,11 +41,12 @@ class BlockLog:
         if not self.path.exists():
             return []
         rows = []
-        for number, line in enumerate(self.path.read_text().splitlines(), start=1):
+        lines = self.path.read_text().splitlines()
+        for number, line in enumerate(lines, start=1):
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as err:
-                if number == len(self.path.read_text().splitlines()):
+                if number == len(lines):
                     break  # a line cut off by a kill: the block is measured again
                 raise GateError(f"{self.path}:{number}: corrupt line ({err})") from err
         return rows
@@ -68,14 +71,11 @@ def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool,
     windows = m["windows"]
     limits = [w["power_limit_w"] for w in windows if w.get("power_limit_w")]
     bits = [w["throttle_bits_or"] for w in windows if w.get("throttle_bits_or") is not None]
-    or_bits = 0
-    for b in bits:
-        or_bits |= b
     return Block(side, round_, samples=list(result["samples"]),
                  clocks=[w.get("sm_clock_mhz_median") for w in windows],
                  power_w=[w.get("power_w_mean") for w in windows],
                  power_limit_w=min(limits) if limits else None,
-                 throttle_bits=or_bits if bits else None,
+                 throttle_bits=functools.reduce(operator.or_, bits) if bits else None,
                  backend=m["telemetry_backend"], confirm=confirm, generation=generation)
 
 
