@@ -164,3 +164,15 @@ def test_the_telemetry_page_reads_throttle_bits_as_the_gate_does() -> None:
     th = Thresholds.load(REPO / "thresholds.json")
     assert telemetry_pages.environment_bits() == th.environment_bits
     assert th.environment_bits["nvml"] == 0xEA
+
+
+def test_block_log_drops_a_cut_off_last_line_and_refuses_a_corrupt_one(tmp_path) -> None:
+    from tools.gate.blocks import BlockLog
+    from tools.gate.errors import GateError
+
+    path = tmp_path / "blocks.jsonl"
+    path.write_text('{"case": "a", "round": 1}\n{"case": "a", "round": 2}\n{"case": "a", "ro')
+    assert [row["round"] for row in BlockLog(path).read()] == [1, 2]  # measured again
+    path.write_text('{"case": "a", "round": 1}\n{"case": "a", "ro\n{"case": "a", "round": 3}\n')
+    with pytest.raises(GateError, match=r"blocks\.jsonl:2: corrupt line"):
+        BlockLog(path).read()
