@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness.telemetry.base import Reading
@@ -43,23 +44,24 @@ class NvmlSource:
         pynvml.nvmlInit()
         self._handle = nvml_handle(pynvml, device_index)
         self.reason = "NVML"
-        self._energy_ok = True
-        self._limit_ok = True
+        self._missing: set[str] = set()  # optional readings this device does not give
+
+    def _optional(self, name: str, call: Callable[[], float]) -> float | None:
+        """A reading some devices lack: asked until NVML first refuses it, then never."""
+        if name in self._missing:
+            return None
+        try:
+            return call()
+        except self._nvml.NVMLError:
+            self._missing.add(name)
+            return None
 
     def read(self) -> Reading:
         n, h = self._nvml, self._handle
-        energy = None
-        if self._energy_ok:
-            try:
-                energy = n.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0  # mJ -> J
-            except n.NVMLError:
-                self._energy_ok = False
-        limit = None
-        if self._limit_ok:
-            try:
-                limit = n.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0  # mW -> W
-            except n.NVMLError:
-                self._limit_ok = False
+        energy = self._optional("energy", lambda: n.nvmlDeviceGetTotalEnergyConsumption(h)
+                                / 1000.0)  # mJ -> J
+        limit = self._optional("limit", lambda: n.nvmlDeviceGetEnforcedPowerLimit(h)
+                               / 1000.0)  # mW -> W
         return Reading(
             t=time.perf_counter(),
             sm_clock_mhz=float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
