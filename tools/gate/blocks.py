@@ -55,6 +55,11 @@ class BlockLog:
 BLOCK_FIELDS = {f for f in Block.__dataclass_fields__}
 
 
+def case_wall_s(rows: Sequence[dict[str, Any]], name: str) -> float:
+    """Wall seconds a case's blocks took: what its budget (``case_wall_s``) counts."""
+    return sum(r.get("wall_s", 0.0) for r in rows if r["case"] == name)
+
+
 def case_data(cases: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> list[CaseData]:
     by_name = {c["name"]: CaseData(c["name"], c.get("env", ""), c.get("unit", "seconds"))
                for c in cases}

@@ -27,7 +27,7 @@ from typing import Any
 
 from tools.config import ConfigError
 from tools.gate import asvio, report
-from tools.gate.blocks import BlockLog, case_data
+from tools.gate.blocks import BlockLog, case_data, case_wall_s
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, GateError
 from tools.gate.measure import (
@@ -133,8 +133,7 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds) -> list[Verdict]
     if state.get("schema") == STATE_SCHEMA:
         rows = BlockLog(pr_dir / "blocks.jsonl").read()
         cases = case_data(state["cases"], rows)
-        walls = {c["name"]: sum(r.get("wall_s", 0) for r in rows if r["case"] == c["name"])
-                 for c in state["cases"]}
+        walls = {c["name"]: case_wall_s(rows, c["name"]) for c in state["cases"]}
     else:
         rounds = sorted(p for p in pr_dir.glob("round-*") if p.is_dir())
         if not rounds:

@@ -35,7 +35,7 @@ from harness.worker import (
     WorkerSpec,
     device_key,
 )
-from tools.gate.blocks import BlockLog, block_of, case_data, failed_block
+from tools.gate.blocks import BlockLog, block_of, case_data, case_wall_s, failed_block
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_INCONCLUSIVE, GateError
 from tools.gate.model import SIDES, Block
@@ -167,7 +167,7 @@ class Run:
         return time.monotonic() - self.started
 
     def case_wall(self, name: str) -> float:
-        return sum(r.get("wall_s", 0.0) for r in self.rows if r["case"] == name)
+        return case_wall_s(self.rows, name)
 
     def record(self, case: dict[str, Any], block: Block, lane: Lane) -> None:
         extra = {"lane": lane.label, "t": time.time()}
