@@ -36,6 +36,8 @@ from harness.worker import WorkerClient, WorkerSpec, device_key
 
 # Inputs of prepared cases a worker keeps on the GPU, least recently used dropped first.
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
+# Pads in front of placed copies (plan key placements): up to this many 2 MiB pages.
+PAD_PAGES = 64
 # A cold TileLang compile of the largest kernel took ~20 s on the CPU machine (docs/perf.md).
 PREPARE_TIMEOUT_S = 600.0
 MEASURE_TIMEOUT_S = 300.0  # warm-up is capped at 5 s (timing.Plan); the trials take ~1 s
@@ -69,7 +71,7 @@ class CaseRunner:
         self._device: Any = None
         self._source: Source | None = None
         self._target: Any = None
-        self._placed: list[Any] = []  # the latest placed inputs and their pads
+        self._placed: list[Any] = []  # placed copies and pads of the measurement under way
 
     @property
     def on_host(self) -> bool:
@@ -120,45 +122,55 @@ class CaseRunner:
             self.input_bytes.pop(oldest, None)
 
     def measure(self, spec: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+        return self.measure_prepared(self.prepare(spec), plan)
+
+    def measure_prepared(self, prepared: Prepared, plan: dict[str, Any]) -> dict[str, Any]:
         plan = dict(plan)
-        placements = int(plan.pop("placements", 0))
-        prepared = self.prepare(spec)
-        if placements:
+        placements = plan.pop("placements", 0)
+        if not isinstance(placements, int) or placements < 0:
+            raise ValueError(f"plan 'placements' must be an integer >= 0, got {placements!r}")
+        if placements and prepared.fn is not None and prepared.inputs:
             prepared = self.placed(prepared, placements)
-        return self.measure_prepared(prepared, plan)
+        try:
+            m = timing.measure(prepared.calls, self.device(),
+                               timing.Plan().with_overrides(**plan), self.source())
+        finally:
+            self.release_placed()
+        return {"measurement": m.as_record(), "samples": m.samples, "number": m.number,
+                "target": self.target().name, "gpu": self.device().name,
+                "measured_at": time.time(), "pid": os.getpid(), **derived(prepared, m)}
 
     def placed(self, prepared: Prepared, placements: int) -> Prepared:
         """The case with its inputs copied to ``placements`` new places in device memory,
         each behind a pad of random size, its calls cycling over all copies, and the L2
-        flush buffer moved too. Plan key
-        ``placements``: whether a worker's offset comes from where its inputs lie
-        (tools/blocks.py, docs/perf.md "Noise structure")."""
+        flush buffer moved too (plan key ``placements``). Where a worker's buffers lie
+        sets its offset on bandwidth-bound kernels: docs/perf.md, "Where a worker's offset
+        comes from". The copies live for one measurement (``release_placed``)."""
         import torch
 
         device = next(t.device for t in prepared.inputs[0] if isinstance(t, torch.Tensor))
-        placed: list[Any] = []
+        if not self.on_host:
+            self.device().move_flush(random.randrange(1, PAD_PAGES + 1) * 2**21)
         calls = []
         for _ in range(placements):
-            placed.append(torch.empty(random.randrange(1, 257) * 2**21, dtype=torch.uint8,
-                                      device=device))
+            self._placed.append(torch.empty(random.randrange(1, PAD_PAGES + 1) * 2**21,
+                                            dtype=torch.uint8, device=device))
             for inputs in prepared.inputs:
                 copy = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
-                placed.append(copy)
+                self._placed.append(copy)
                 calls.append(lambda c=copy, fn=prepared.fn: fn(*c))
-        # the new copies were made while the last ones still held their pages: they lie
-        # elsewhere; the last ones' pages go back to the driver
-        self._placed = placed
-        if not self.on_host:
-            self.device().move_flush(random.randrange(1, 257) * 2**21)
-            torch.cuda.empty_cache()
         return dataclasses.replace(prepared, calls=calls)
 
-    def measure_prepared(self, prepared: Prepared, plan: dict[str, Any]) -> dict[str, Any]:
-        m = timing.measure(prepared.calls, self.device(), timing.Plan().with_overrides(**plan),
-                           self.source())
-        return {"measurement": m.as_record(), "samples": m.samples, "number": m.number,
-                "target": self.target().name, "gpu": self.device().name,
-                "measured_at": time.time(), "pid": os.getpid(), **derived(prepared, m)}
+    def release_placed(self) -> None:
+        """The placed copies and pads back to the driver, not to torch's cache: the next
+        placement then draws pages afresh."""
+        if not self._placed:
+            return
+        self._placed = []
+        if not self.on_host:
+            import torch
+
+            torch.cuda.empty_cache()
 
     def measure_for(self, spec: dict[str, Any], plan: dict[str, Any],
                     consumer: str) -> dict[str, Any]:
