@@ -88,16 +88,20 @@ def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: fl
     return Comparison(n, math.exp(mean), math.exp(mean - q * se), math.exp(mean + q * se), p, sd)
 
 
-def spent(total: float, look: int, looks: int) -> float:
+def spent(total: float, look: int, looks: int, power: float = 1.0) -> float:
     """The error rate look ``look`` (1-based) of at most ``looks`` may spend.
 
-    Linear alpha spending (Lan-DeMets with a straight-line spending function): each look
-    gets ``total / looks``, so however many looks a case takes before it stops, the
-    chance of any false claim over all of them is at most ``total`` (union bound).
+    Alpha spending with the power family (Kim and DeMets): by look ``i`` the looks have
+    spent ``total * (i / looks) ** power`` in all; 1 spends evenly, larger values keep
+    more for the late looks, where most cases are decided. Whatever the power and however
+    many looks a case takes before it stops, the chance of any false claim over all of
+    them is at most ``total`` (union bound).
     """
     if not 1 <= look <= looks:
         raise ValueError(f"look {look} outside 1..{looks}")
-    return total / looks
+    if power <= 0:
+        raise ValueError(f"spending power {power} must be positive")
+    return total * ((look / looks) ** power - ((look - 1) / looks) ** power)
 
 
 def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:

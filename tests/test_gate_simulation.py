@@ -48,7 +48,7 @@ def test_without_the_spending_and_the_correction_the_bound_breaks(monkeypatch) -
     noises = {"compute": Noise(block=0.01, drift=0.02, df=4.0),
               "bandwidth": Noise(block=0.001, drift=0.002, df=4.0)}
     monkeypatch.setattr(simulate, "H200", noises)
-    monkeypatch.setattr(model.stats, "spent", lambda total, look, looks: total)
+    monkeypatch.setattr(model.stats, "spent", lambda total, look, looks, power=1.0: total)
     monkeypatch.setattr(model.stats, "adjust", lambda p, method: list(p))
     broken = rates(40, *suite(8, 8), th, seed=3)
     assert broken["false_alarm"] > 0.08, broken

@@ -40,8 +40,18 @@ def test_the_floor_keeps_lucky_rounds_from_claiming_precision() -> None:
 
 def test_spending_splits_alpha_evenly_over_looks() -> None:
     assert sum(stats.spent(0.01, k, 10) for k in range(1, 11)) == pytest.approx(0.01)
+    assert stats.spent(0.01, 3, 10) == pytest.approx(0.001)
     with pytest.raises(ValueError):
         stats.spent(0.01, 11, 10)
+
+
+def test_power_spending_keeps_more_for_late_looks_and_never_more_than_alpha() -> None:
+    shares = [stats.spent(0.01, k, 10, 2.0) for k in range(1, 11)]
+    assert sum(shares) == pytest.approx(0.01)
+    assert shares == sorted(shares) and shares[0] == pytest.approx(0.0001)
+    assert shares[-1] == pytest.approx(0.01 * (1 - 0.81))
+    with pytest.raises(ValueError, match="power"):
+        stats.spent(0.01, 1, 10, 0.0)
 
 
 def test_benjamini_hochberg_against_hand_computed_values() -> None:

@@ -49,6 +49,7 @@ class Sequential:
     trials_per_block: int
     rounds_per_generation: int
     placements: int = 0  # a block's inputs and flush buffer moved to this many new places
+    spending_power: float = 1.0  # alpha and beta spent over looks as (look/looks)**power
 
     @property
     def looks(self) -> int:

@@ -302,8 +302,9 @@ def decide_look(cases: Sequence[CaseData], th: Thresholds, upto: int | None, loo
                 looks: int) -> list[Verdict]:
     """Every case at one look (rounds <= ``upto``), with this look's share of alpha and
     beta and one suite-wide correction over the cases still being tested."""
-    alpha_k = stats.spent(th.alpha, look, looks)
-    beta_k = stats.spent(th.beta, look, looks)
+    power = th.sequential.spending_power
+    alpha_k = stats.spent(th.alpha, look, looks, power)
+    beta_k = stats.spent(th.beta, look, looks, power)
     done: list[Verdict] = []
     tested: list[_Tested] = []
     for data in cases:

@@ -1,9 +1,10 @@
 """Looks, stopping and confirmation: how the gate turns rounds into final verdicts.
 
 After every round from ``min_rounds`` on, every case still open is looked at
-(``model.decide_look``) with that look's share of alpha and beta: linear spending over at
-most ``max_rounds - min_rounds + 1`` looks, so the chance of a false SLOW or FAST in a
-whole run stays below alpha however many looks it takes (docs/gate.md, "Error control").
+(``model.decide_look``) with that look's share of alpha and beta (``stats.spent``, the
+power family) over at most ``max_rounds - min_rounds + 1`` looks, so the chance of a
+false SLOW or FAST in a whole run stays below alpha however many looks it takes
+(docs/gate.md, "Error control").
 A case leaves the loop once decided. SLOW and FAST are then re-measured by a fresh pair of
 worker processes, and stand only if that re-measure alone moved past the class threshold
 the same way (in cycles too where the environment moved the clock) and all pairs together
@@ -96,7 +97,8 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
                     f"(re-measure alone moved " + ", ".join(f"x{r:.3f}" for r in moved) + ")")
         return v
     together = compare_groups(log_ratio_groups(data.groups(confirm=None)), 0.99, klass)
-    alpha = stats.spent(th.alpha, v.look or 1, th.sequential.looks)
+    alpha = stats.spent(th.alpha, v.look or 1, th.sequential.looks,
+                        th.sequential.spending_power)
     if together.p_value >= alpha:
         v.confirmed, v.verdict = False, "INCONCLUSIVE"
         v.reason = (f"flagged {flagged} (x{v.ratio:.3f}); a fresh pair of workers moved "
