@@ -256,12 +256,14 @@ class FakeClient:
 
     def __init__(self, side: str, log: list) -> None:
         self.side, self.log = side, log
+        self.plans: list[dict] = []
 
     def shutdown(self) -> None:
         pass
 
     def request(self, message: dict, timeout_s: float) -> dict:
         self.log.append((message["spec"]["case"], self.side))
+        self.plans.append(message["plan"])
         windows = [{"sm_clock_mhz_median": 1420.0, "power_w_mean": 690.0,
                     "power_limit_w": 700.0, "throttle_bits_or": 4}] * 5
         return {"samples": [1.0] * 5, "measurement": {"windows": windows,
@@ -285,6 +287,11 @@ def test_each_case_alternates_which_side_goes_first(tmp_path: Path, th) -> None:
     for name in ("c0", "c1", "c2"):
         firsts = [side for k, (c, side) in enumerate(log) if c == name and k % 2 == 0]
         assert firsts in (["base", "head"] * 2, ["head", "base"] * 2), (name, firsts)
+    # every block moves its buffers and takes the configured trials, without an energy burst
+    seq = th.sequential
+    assert seq.placements > 0
+    assert all(p == {"trials": seq.trials_per_block, "energy_s": 0,
+                     "placements": seq.placements} for c in clients.values() for p in c.plans)
 
 
 # --------------------------------------------------------------------------- config
