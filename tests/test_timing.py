@@ -129,3 +129,33 @@ def test_the_cap_rule_leaves_kernels_far_from_the_cap_and_unknown_limits_alone()
     # no limit known (a backend without one) or no power: the other rules decide
     assert _cap_wait_s([0.1, 0.2], [690.0, 690.0], [None, None], 0.0, SETTLE) == 0.0
     assert _cap_wait_s([0.1, 0.2], [None, None], [700.0, 700.0], 0.0, SETTLE) == 0.0
+
+
+@pytest.mark.parametrize(("power_w", "waits"), [(650.0, True), (400.0, False)])
+def test_measure_holds_the_warm_up_while_power_is_near_the_cap(power_w: float,
+                                                               waits: bool) -> None:
+    """Through ``measure`` itself: times and clocks agree from the first trial, yet at 650 W
+    of 700 the warm-up lasts the power window; at 400 W it ends as soon as they agree."""
+    import time
+
+    from harness.telemetry import Reading
+
+    from .fakes import ScriptedSource
+
+    gpu = FakeGpu()
+
+    def kernel() -> None:  # 1 ms of device time, 1 ms of host time for the sampler to see
+        time.sleep(0.001)
+        gpu.run_cycles(1500e6 * 1e-3)
+
+    class Board(ScriptedSource):
+        def read(self) -> Reading:
+            return Reading(t=time.perf_counter(), sm_clock_mhz=1500.0, power_w=power_w,
+                           power_limit_w=700.0, throttle_bits=0)
+
+    plan = Plan(trials=2, min_trial_s=0.02, warmup_min_s=0.0, warmup_max_s=2.0,
+                power_window_s=0.3, cap_settle_s=0.1, energy_s=0)
+    m = measure([kernel], gpu, plan, Board(gpu, host_to_device=lambda t: t),
+                sampler_period_s=0.005)
+    assert m.settled
+    assert (m.warmup_s >= 0.3) is waits, m.warmup_s
