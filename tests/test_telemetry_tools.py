@@ -233,3 +233,11 @@ def _write_many(path: Path, i: int) -> None:
 
     for j in range(20):
         write_machine_file({"machine": f"m{i}-{j}"}, path)
+
+
+def test_throttle_bits_are_ored_and_none_only_when_never_read() -> None:
+    from harness.telemetry import or_bits
+
+    assert or_bits([0x4, None, 0x20, 0x4]) == 0x24
+    assert or_bits([0, None]) == 0  # read and clear is not "unknown"
+    assert or_bits([None, None]) is None and or_bits([]) is None

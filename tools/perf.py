@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.isolate import run_isolated
+from harness.telemetry import or_bits
 
 COPY_BYTES = 1 << 30
 
@@ -41,9 +42,7 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         result = runner.measure(spec, plan)
     m = result["measurement"]
     clocks = [w["sm_clock_mhz_median"] for w in m["windows"] if w["sm_clock_mhz_median"]]
-    bits = 0
-    for w in m["windows"]:
-        bits |= w["throttle_bits_or"] or 0
+    bits = or_bits(w["throttle_bits_or"] for w in m["windows"]) or 0
     return {
         **spec, **{k: result[k] for k in ("median_s", "samples", "number", "tflops", "gbps",
                                          "config", "first_call_s", "max_abs_err", "gpu",

@@ -17,10 +17,12 @@ from harness.telemetry.base import (
     Sampler,
     Source,
     WindowStats,
+    or_bits,
     summarize,
 )
 
-__all__ = ["NullSource", "Reading", "Sampler", "Source", "WindowStats", "open_source", "summarize"]
+__all__ = ["NullSource", "Reading", "Sampler", "Source", "WindowStats", "open_source", "or_bits",
+           "summarize"]
 
 
 def open_source(kind: str | None = None, device_index: int = 0) -> Source:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
+import operator
 import statistics
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -74,6 +76,12 @@ class WindowStats:
         return asdict(self)
 
 
+def or_bits(masks: Iterable[int | None]) -> int | None:
+    """Throttle bits seen at any time (bitwise OR); None when no mask was read at all."""
+    read = [m for m in masks if m is not None]
+    return functools.reduce(operator.or_, read, 0) if read else None
+
+
 def _values(readings: Sequence[Reading], attr: str) -> list[float]:
     return [v for r in readings if (v := getattr(r, attr)) is not None]
 
@@ -96,11 +104,7 @@ def summarize(readings: Sequence[Reading], t0: float, t1: float, lag_s: float) -
     mem = _values(inside, "mem_clock_mhz")
     temp = _values(inside, "temperature_c")
     power = _values(inside, "power_w")
-    bits = [r.throttle_bits for r in inside if r.throttle_bits is not None]
     limits = _values(inside, "power_limit_w")
-    or_bits = 0
-    for b in bits:
-        or_bits |= b
     return WindowStats(
         n_readings=len(inside),
         sm_clock_mhz_min=min(sm) if sm else None,
@@ -109,7 +113,7 @@ def summarize(readings: Sequence[Reading], t0: float, t1: float, lag_s: float) -
         mem_clock_mhz_median=statistics.median(mem) if mem else None,
         temperature_c_max=max(temp) if temp else None,
         power_w_mean=statistics.fmean(power) if power else None,
-        throttle_bits_or=or_bits if bits else None,
+        throttle_bits_or=or_bits(r.throttle_bits for r in inside),
         energy_j=energy if energy is not None else (
             statistics.fmean(power) * (hi - lo) if power else None),
         power_limit_w=min(limits) if limits else None,

@@ -7,9 +7,7 @@ again); ``--resume`` and ``--no-run`` read it back into ``model.CaseData``.
 
 from __future__ import annotations
 
-import functools
 import json
-import operator
 import os
 import threading
 from collections.abc import Sequence
@@ -17,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from harness.telemetry import or_bits
 from harness.worker import RemoteSkip
 from tools.gate.errors import GateError
 from tools.gate.model import Block, CaseData
@@ -75,12 +74,11 @@ def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool,
     m = result["measurement"]
     windows = m["windows"]
     limits = [w["power_limit_w"] for w in windows if w.get("power_limit_w")]
-    bits = [w["throttle_bits_or"] for w in windows if w.get("throttle_bits_or") is not None]
     return Block(side, round_, samples=list(result["samples"]),
                  clocks=[w.get("sm_clock_mhz_median") for w in windows],
                  power_w=[w.get("power_w_mean") for w in windows],
                  power_limit_w=min(limits) if limits else None,
-                 throttle_bits=functools.reduce(operator.or_, bits) if bits else None,
+                 throttle_bits=or_bits(w.get("throttle_bits_or") for w in windows),
                  backend=m["telemetry_backend"], confirm=confirm, generation=generation)
 
 
