@@ -111,9 +111,10 @@ def test_settled_by_level_needs_the_clock_level_to_hold_too():
 
 
 def test_a_warm_up_near_the_power_cap_outlasts_the_power_window():
-    """Softmax logits-4k (TileLang) on an H200 after a 0.5 s gap: power readings flat at
-    630 W of 700 while the clock held 1965 MHz; the clock fell at ~0.9 s of load. The
-    times and clocks of those trials agree, so only the cap rule keeps warming up."""
+    """Softmax logits-4k (TileLang) on an H200 (2026-12-01) after a 0.5 s gap: power
+    readings flat at 630 W of 700 while the clock held 1965 MHz; the clock fell at ~0.9 s
+    of load. The times and clocks of those trials agree, so only the cap rule keeps
+    warming up."""
     ends, powers, limits = [0.1, 0.2, 0.3], [632.0, 629.0, 630.0], [700.0] * 3
     assert _settled([863e-6, 862e-6, 863e-6], [1965.0, 1950.0, 1965.0], SETTLE, powers)
     assert _cap_wait_s(ends, powers, limits, 0.0, SETTLE) == pytest.approx(0.7)
