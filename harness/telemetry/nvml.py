@@ -1,4 +1,7 @@
-"""NVIDIA telemetry through NVML (nvidia-ml-py). Each call costs about 1 us on an H200 (docs/facts.md)."""
+"""NVIDIA telemetry through NVML (nvidia-ml-py).
+
+Each call costs about 1 us on an H200 (docs/facts.md).
+"""
 
 from __future__ import annotations
 
