@@ -451,3 +451,8 @@ def test_sharded_gate_names_the_gpu_of_every_case(clone: dict) -> None:
                            capture_output=True, text=True).stdout.strip()
     leaked = list((repo / ".asv" / "results").glob(f"*/{head8}-*.json"))
     assert not leaked, "PR results leaked into the published results"
+    # a sharded plan that cannot be made is a setup error with its message, not a gate bug
+    proc = _shard(clone, "gate", "--head", "docs-only", "-b", "GemmRegisters", "--only", "7",
+                  "--out", str(clone["root"] / "gate-out-none"))
+    assert proc.returncode == 4 and "none of the" in proc.stderr, proc.stderr
+    assert "itself failed" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr

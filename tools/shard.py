@@ -58,8 +58,9 @@ FAKE_ENV = "KPERF_FAKE_GPUS"
 MAX_ALTERNATIVES = 64  # parameter sets per -b regex: keeps each argument short
 
 
-class ShardError(Exception):
-    """A condition that stops a sharded run before anything is measured."""
+class ShardError(GateError):
+    """A condition that stops a sharded run before anything is measured (in ``shard
+    gate``: exit 4 with its message, like any other error of the gate's setup)."""
 
 
 # --------------------------------------------------------------------------- GPUs
