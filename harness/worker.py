@@ -52,6 +52,7 @@ DEFAULT_IDLE_S = 90.0
 START_TIMEOUT_S = 60.0
 HELLO_TIMEOUT_S = 30.0
 LOG_TAIL_BYTES = 4000
+CLIENT_PYTHONPATH = "KPERF_CLIENT_PYTHONPATH"  # the client's PYTHONPATH, for the worker
 
 
 class WorkerError(RuntimeError):
@@ -233,7 +234,10 @@ class WorkerClient:
                "--key-file", str(paths["key"]), "--idle", str(self.idle_s),
                "--spec", json.dumps(self.spec.__dict__)]
         env = dict(self.env if self.env is not None else os.environ)
-        # the worker imports harness from here, then takes the client's sys.path
+        # the worker imports harness from here, then takes the client's sys.path and gives
+        # the processes it starts the client's PYTHONPATH (never the working tree's kernels)
+        if "PYTHONPATH" in env:
+            env[CLIENT_PYTHONPATH] = env["PYTHONPATH"]
         env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
         with paths["log"].open("a") as log:
             log.write(f"--- start {time.strftime('%H:%M:%S')} {self.spec.label}\n")

@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
 
-from harness.worker import DEFAULT_IDLE_S, WorkerSpec, register_package
+from harness.worker import CLIENT_PYTHONPATH, DEFAULT_IDLE_S, WorkerSpec, register_package
 
 
 class _Idle:
@@ -137,6 +137,11 @@ def main(argv: list[str]) -> None:
     raw = json.loads(args.spec)
     spec = WorkerSpec(**{**raw, "sys_path": tuple(raw["sys_path"])})
     sys.path[:] = list(spec.sys_path)
+    client_path = os.environ.pop(CLIENT_PYTHONPATH, None)
+    if client_path is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = client_path
     if spec.preload:
         register_package(spec.preload)
     serve(args.socket, Path(args.key_file).read_bytes(), spec, args.idle)

@@ -18,6 +18,8 @@ def handle(request: dict) -> dict:
         import toycode
 
         return {"pid": os.getpid(), "version": toycode.VERSION}
+    if op == "environ":
+        return {k: os.environ.get(k) for k in request["keys"]}
     if op == "raise":
         raise RuntimeError("compile error in kernel X")
     if op == "skip":

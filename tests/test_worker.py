@@ -294,3 +294,19 @@ def test_a_client_with_the_wrong_key_does_not_stop_the_worker(workers: Workers) 
     with pytest.raises(AuthenticationError):
         Client(str(sock), family="AF_UNIX", authkey=b"not the key")
     assert workers.pid(client) == first and workers.running(first)
+
+
+@pytest.mark.parametrize("client_path", ["/opt/stack/site-packages", None])
+def test_the_workers_children_get_the_clients_pythonpath(workers: Workers, monkeypatch,
+                                                         client_path: str | None) -> None:
+    """The worker imports harness through a PYTHONPATH naming the working tree; the
+    processes it starts (a compiler's pool) get the client's instead, so they can never
+    import the working tree's ``kernels`` in place of the commit's."""
+    if client_path is None:
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONPATH", client_path)
+    seen = workers.client().request({"op": "environ", "keys": ["PYTHONPATH",
+                                                               "KPERF_CLIENT_PYTHONPATH"]},
+                                    TIMEOUT_S)
+    assert seen == {"PYTHONPATH": client_path, "KPERF_CLIENT_PYTHONPATH": None}
