@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import record
+from harness.telemetry import or_bits
 from tools.site import data
 from tools.site.pages import notes_box, page
 
@@ -58,15 +59,6 @@ def throttle_names(backend: str, reason: str, bits: int | None) -> list[str]:
     return names + ([f"0x{unknown:x}"] if unknown else [])
 
 
-def _or_bits(values: list[int]) -> int | None:
-    if not values:
-        return None
-    out = 0
-    for value in values:
-        out |= int(value)
-    return out
-
-
 def environment_bits(thresholds: Path | None = None) -> dict[str, int]:
     """Throttle bits that mean heat, a hardware slowdown or an outside clock setting, per
     backend: thresholds.json's ``throttle_bits.environment``, parsed as the gate parses it
@@ -99,7 +91,7 @@ def summarize_record(rec: dict[str, Any], environment: dict[str, int] | None = N
     temp = _known(windows, "temperature_c_max")
     power = _known(windows, "power_w_mean")
     limit = _known(windows, "power_limit_w")
-    bits = _or_bits(_known(windows, "throttle_bits_or"))
+    bits = or_bits(int(b) for b in _known(windows, "throttle_bits_or"))
     backend, reason = str(m.get("telemetry_backend") or ""), str(m.get("telemetry_reason") or "")
     version = rec.get("_schema_version", data.RECORD_SCHEMAS.get(rec.get("schema"), 1))
     energy = _num(rec.get("energy_per_call_j"))

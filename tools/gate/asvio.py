@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.telemetry import or_bits
 from tools.gate.errors import EXIT_BROKEN, EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, GateError
 from tools.gate.model import Block, CaseData
 
@@ -143,8 +144,7 @@ def attach_records(block: Block, recs: Sequence[dict]) -> None:
                 clocks += [w.get("sm_clock_mhz_median") for w in windows]
                 power += [w.get("power_w_mean") for w in windows]
                 limits += [w["power_limit_w"] for w in windows if w.get("power_limit_w")]
-                for w in windows:
-                    bits |= int(w.get("throttle_bits_or") or 0)
+                bits |= or_bits(w.get("throttle_bits_or") for w in windows) or 0
                 pos += len(recorded)
                 break
         else:

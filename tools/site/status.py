@@ -9,6 +9,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
+from harness.telemetry import or_bits
 from tools.site import data
 from tools.site.pages import esc, notes_box, page
 
@@ -47,18 +48,11 @@ def points_index(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             else None,
             "power_limit_w": statistics.median(vals("power_limit_w")) if vals("power_limit_w")
             else None,
-            "throttle_bits_or": _or(bits) if bits else None,
+            "throttle_bits_or": or_bits(int(b) for b in bits),
             "throttle_names": names,
             "energy_per_call_j": statistics.median(energy) if energy else None,
             "energy_note": next((r["energy_note"] for r in rs if r["energy_note"]), ""),
         }
-    return out
-
-
-def _or(values: list[int]) -> int:
-    out = 0
-    for v in values:
-        out |= int(v)
     return out
 
 
