@@ -30,7 +30,7 @@ from typing import Any
 
 from harness import timing
 from harness.device import open_device
-from harness.prepare import Prepared, prepare
+from harness.prepare import Prepared, calls_over, prepare
 from harness.telemetry import Source, open_source
 from harness.worker import WorkerClient, WorkerSpec, device_key
 
@@ -149,17 +149,15 @@ class CaseRunner:
         import torch
 
         device = next(t.device for t in prepared.inputs[0] if isinstance(t, torch.Tensor))
-        if not self.on_host:
-            self.device().move_flush(random.randrange(1, PAD_PAGES + 1) * 2**21)
-        calls = []
+        self.device().move_flush(random.randrange(1, PAD_PAGES + 1) * 2**21)
+        copies = []
         for _ in range(placements):
             self._placed.append(torch.empty(random.randrange(1, PAD_PAGES + 1) * 2**21,
                                             dtype=torch.uint8, device=device))
-            for inputs in prepared.inputs:
-                copy = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
-                self._placed.append(copy)
-                calls.append(lambda c=copy, fn=prepared.fn: fn(*c))
-        return dataclasses.replace(prepared, calls=calls)
+            copies += [tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
+                       for inputs in prepared.inputs]
+        self._placed += copies
+        return dataclasses.replace(prepared, calls=calls_over(prepared.fn, copies))
 
     def release_placed(self) -> None:
         """The placed copies and pads back to the driver, not to torch's cache: the next
@@ -269,8 +267,3 @@ def worker_client() -> WorkerClient:
         handler="benchmarks._case:handle", sys_path=tuple(sys.path),
         device=device_key(dict(os.environ)), preload=str(Path(__file__).with_name("__init__.py")),
         label=label.strip()))
-
-
-def measure_case(spec: dict[str, Any]) -> dict[str, Any]:
-    """Prepare, check and time one case in this process (``tools.perf``'s isolated worker)."""
-    return CaseRunner().measure(spec, spec.get("plan") or {})

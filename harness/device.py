@@ -28,6 +28,8 @@ class Device(Protocol):
 
     def flush_l2(self) -> None: ...
 
+    def move_flush(self, pad_bytes: int) -> None: ...
+
     def hold(self, seconds: float) -> None: ...
 
     def capture(self, calls: list[Callable[[], Any]]) -> Callable[[], None]: ...
@@ -115,6 +117,9 @@ class CpuDevice:
         pass
 
     def flush_l2(self) -> None:
+        pass
+
+    def move_flush(self, pad_bytes: int) -> None:
         pass
 
     def hold(self, seconds: float) -> None:

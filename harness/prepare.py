@@ -28,6 +28,12 @@ class Prepared:
     inputs: list[tuple[Any, ...]] = field(default_factory=list)  # one tuple per call
 
 
+def calls_over(fn: Callable[..., Any], inputs: list[tuple[Any, ...]]
+               ) -> list[Callable[[], Any]]:
+    """One zero-argument launch of ``fn`` per input set."""
+    return [lambda x=x: fn(*x) for x in inputs]
+
+
 def rotating_sets(bytes_per_set: float, cache_bytes: int, max_sets: int = 16) -> int:
     """Enough input sets that cycling through them evicts the last-level cache."""
     return int(min(max_sets, max(1, (2 * cache_bytes) // max(int(bytes_per_set), 1))))
@@ -68,15 +74,14 @@ def prepare(op: Any, case_name: str, dtype: str, backend_name: str, target: Any,
     agreement = checks.compare(first_out, op.reference(*inputs[0]), rtol, atol, what)
     if len(inputs) > 1:  # a second input set catches kernels that only work on one
         checks.compare(built.fn(*inputs[1]), op.reference(*inputs[1]), rtol, atol, what)
-    fn = built.fn
     return Prepared(
         what=what,
-        calls=[lambda x=x: fn(*x) for x in inputs],
+        calls=calls_over(built.fn, inputs),
         config=dict(built.config),
         agreement=agreement,
         flops=op.flops(case),
         bytes_moved=bytes_moved,
         first_call_s=first_call_s,
-        fn=fn,
+        fn=built.fn,
         inputs=inputs,
     )
