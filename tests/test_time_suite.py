@@ -172,3 +172,17 @@ def test_placements_time_the_same_kernel_on_copies_of_its_inputs(cpu_bench: Path
     assert len(result["samples"]) == PLAN["trials"] and runner._placed == []
     with pytest.raises(ValueError, match="placements"):
         runner.measure(spec, {**PLAN, "placements": -1})
+
+
+def test_a_case_prepared_again_says_so_instead_of_repeating_its_compile(cpu_bench) -> None:
+    """The energy suite prepares a case the time suite already prepared in the same worker:
+    the log must not count its compile twice (the one-op-change check reads those lines)."""
+    from benchmarks import _case
+
+    runner = _case.CaseRunner()
+    spec = {"op": "gemm", "case": CASE[0], "dtype": "fp32", "backend": "torch"}
+    first = runner.prepare(spec)
+    note = runner.compiles[_case.case_key(spec)]
+    assert note != "prepared before"
+    assert runner.prepare(spec) is first
+    assert runner.compiles[_case.case_key(spec)] == "prepared before"
