@@ -294,6 +294,36 @@ def test_each_case_alternates_which_side_goes_first(tmp_path: Path, th) -> None:
                      "placements": seq.placements} for c in clients.values() for p in c.plans)
 
 
+def test_a_resumed_run_starts_a_new_generation_of_workers(tmp_path: Path, th) -> None:
+    """A run cut off in the middle of a pair's rounds resumes with new processes: they
+    are a new generation, so the statistics never take two pairs' rounds for one pair's."""
+    cases = [{"name": "c0", "kind": "time", "spec": {"case": "c0"}}]
+    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
+                        [Lane(cases=["c0"])])
+    clients: dict = {}
+
+    def make_client(slot: str, **kw) -> FakeClient:
+        return clients.setdefault(slot, FakeClient("base" if "-base-" in slot else "head", []))
+
+    def run() -> Run:
+        return Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client,
+                   log=lambda s: None)
+
+    rpg = th.sequential.rounds_per_generation
+    with (tmp_path / "blocks.jsonl").open("w") as f:
+        for r in range(1, rpg + 2):  # one round into the second pair, then cut off
+            for side in ("base", "head"):
+                f.write(json.dumps({"case": "c0", "side": side, "round": r,
+                                    "generation": (r - 1) // rpg, "samples": [1.0]}) + "\n")
+    resumed = run()
+    assert resumed.generation == 1 and resumed.pair_due()
+    resumed.new_generation(resumed.generation + 1, {"": ["c0"]}, rpg + 2)
+    assert resumed.generation == 2 and not resumed.pair_due()
+    resumed.pair_rounds = rpg
+    assert resumed.pair_due()
+    assert {"gate-gpu-base-g2", "gate-gpu-head-g2"} <= set(clients)
+
+
 # --------------------------------------------------------------------------- config
 
 

@@ -827,7 +827,9 @@ def main(argv: list[str] | None = None) -> int:
         return handlers[args.command](args)
     except (ShardError, GateError, PathError) as err:
         print(f"shard: {err}", file=sys.stderr)
-        return err.exit_code if isinstance(err, GateError) else 2
+        # `gate` reports its own errors (a ShardError too) through the gate's exit codes
+        return err.exit_code if isinstance(err, GateError) and not isinstance(
+            err, ShardError) else 2
 
 
 if __name__ == "__main__":

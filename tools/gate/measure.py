@@ -139,6 +139,8 @@ class Run:
         self.by_name = {c["name"]: c for c in plan.cases}
         self.index = {c["name"]: i for i, c in enumerate(plan.cases)}
         self.generation = max((r.get("generation", 0) for r in self.rows), default=0)
+        # rounds the current pair of workers measured; None: no pair in this process yet
+        self.pair_rounds: int | None = None
         self.started = time.monotonic() - sum(r.get("wall_s", 0.0) for r in self.rows)
 
     # ---- workers
@@ -223,7 +225,7 @@ class Run:
         """Retire the pair of workers that measured so far and start a fresh pair: each
         pair has an offset of its own (docs/gate.md, "Pairs of workers")."""
         self.retire_workers()
-        self.generation = generation
+        self.generation, self.pair_rounds = generation, 0
         for lane in self.plan.lanes:
             self.prepare(lane, [self.by_name[n] for n in names.get(lane.label, [])], round_,
                          confirm)
@@ -253,6 +255,14 @@ class Run:
                 if self.measure_block(lane, case, side, number, confirm).status != "ok":
                     break
 
+    def pair_due(self) -> bool:
+        """Whether a fresh pair of workers takes over before the next round: the pair
+        measured its ``rounds_per_generation`` rounds, or this process has none yet (a
+        resumed run: the old pair's processes are gone, and a new pair is a new
+        generation, with an offset of its own)."""
+        return (self.pair_rounds is None
+                or self.pair_rounds >= self.th.sequential.rounds_per_generation)
+
     def rounds_done(self) -> int:
         return max((r["round"] for r in self.rows if not r.get("confirm")
                     and self.by_name.get(r["case"], {}).get("kind") == "time"), default=0)
@@ -281,10 +291,11 @@ class Run:
                    if c["kind"] == "static" and not any(r["case"] == c["name"] for r in self.rows)]
         with ThreadPoolExecutor(max_workers=2) as pool:
             static_jobs = [pool.submit(self.static, c, lane) for c, lane in statics]
-            if self.rounds_done() == 0:  # a resumed run's workers prepare on first use
+            if self.rounds_done() == 0:  # the first pair (a resumed run's: a new generation)
                 for lane in self.plan.lanes:
                     self.prepare(lane, [self.by_name[n] for n in lane.cases
                                         if self.by_name[n]["kind"] == "time"])
+                self.pair_rounds = 0
             stopped = self._rounds()
             for job in static_jobs:
                 job.result()
@@ -302,9 +313,8 @@ class Run:
             if self.elapsed() > CONFIRM_RESERVE * self.th.gate_wall_s:
                 return f"the gate's budget of {self.th.gate_wall_s:.0f} s spent"
             number += 1
-            generation = (number - 1) // self.th.sequential.rounds_per_generation
-            if generation != self.generation:
-                self.new_generation(generation, lanes, number)
+            if self.pair_due():
+                self.new_generation(self.generation + 1, lanes, number)
             self.log(f"round {number}: " + ", ".join(
                 f"{len(v)} case(s) on {k}" for k, v in lanes.items() if v)
                 + f" ({self.elapsed():.0f} s)")
@@ -312,6 +322,7 @@ class Run:
                 for job in [pool.submit(self.round, lane, number, lanes[lane.label], False)
                             for lane in self.plan.lanes]:
                     job.result()
+            self.pair_rounds += 1
 
     def _confirm(self) -> None:
         """SLOW / FAST candidates measured again by fresh worker processes."""
