@@ -79,11 +79,15 @@ def _bench(root: Path, *args: str, **fake: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
-def _wait_ready(proc: subprocess.Popen) -> None:
-    for line in proc.stdout:
-        if line.strip() == "READY":
-            return
-    raise AssertionError(f"the fake asv never got ready: {proc.stderr.read()}")
+def _wait_ready(proc: subprocess.Popen, root: Path, within_s: float = 60.0) -> None:
+    """Until the fake asv is inside its sleep: it says so with a file, since publish
+    holds asv's output until asv ends."""
+    deadline = time.monotonic() + within_s
+    while not (root / "asv-ready").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"the fake asv never got ready: {proc.communicate()[1]}")
+        time.sleep(0.05)
 
 
 def _leftover_tmp(root: Path) -> list[str]:
@@ -108,7 +112,7 @@ def test_ctrl_c_during_asv_run(tmp_path: Path) -> None:
     written before stays whole, nothing is published, the hash file is removed."""
     before = _seed(tmp_path)
     proc = _bench(tmp_path, run="sleep")
-    _wait_ready(proc)
+    _wait_ready(proc, tmp_path)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode != 0, out + err
@@ -139,7 +143,7 @@ def test_tool_killed_while_asv_runs(tmp_path: Path) -> None:
     whole; the hash file is the one thing a SIGKILL can leave (it cannot be caught)."""
     before = _seed(tmp_path)
     proc = _bench(tmp_path, run="sleep", sleep="1")
-    _wait_ready(proc)
+    _wait_ready(proc, tmp_path)
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     deadline = time.monotonic() + 30
@@ -159,7 +163,7 @@ def test_publish_interrupted(tmp_path: Path, sig: signal.Signals) -> None:
     rewrites it whole); results and records are only read by publish, never lost."""
     _seed(tmp_path)
     proc = _bench(tmp_path, publish="sleep")
-    _wait_ready(proc)
+    _wait_ready(proc, tmp_path)
     recorded = _digests(tmp_path)
     os.killpg(proc.pid, sig)
     proc.communicate(timeout=60)

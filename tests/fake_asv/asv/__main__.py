@@ -4,8 +4,9 @@ Put ``tests/fake_asv`` first on PYTHONPATH. ``run`` reads the HASHFILE like asv,
 per-sample record through the real harness.record and a results file; ``publish`` writes
 ``index.json`` and ``index.html`` where ``--html-dir`` says. ``FAKE_ASV_RUN`` /
 ``FAKE_ASV_PUBLISH`` choose what happens next:
-``ok`` (exit 0), ``fail`` (exit 2), ``kill`` (SIGKILL itself), ``sleep`` (print READY, wait
-``FAKE_ASV_SLEEP`` seconds, write a second record, exit 0).
+``ok`` (exit 0), ``fail`` (exit 2), ``kill`` (SIGKILL itself), ``sleep`` (print READY and
+write ``asv-ready`` in the root, wait ``FAKE_ASV_SLEEP`` seconds, write a second record,
+exit 0).
 """
 
 import json
@@ -51,6 +52,7 @@ if mode == "kill":
     os.kill(os.getpid(), signal.SIGKILL)
 if mode == "sleep":
     print("READY", flush=True)
+    (root / "asv-ready").write_text(command)  # seen even where the caller holds stdout
     time.sleep(float(os.environ.get("FAKE_ASV_SLEEP", "60")))
     if command == "run":
         write_record("bench_fake.FakeTime.track_time", {"case": "second"},
