@@ -30,10 +30,11 @@ def test_false_alarms_stay_below_alpha_under_optional_stopping(th) -> None:
     # a false alarm; 60 runs allow a few by chance (P(X > 3 | p = 0.01) < 0.4%)
     aa = rates(GATES, *suite(8, 8), th, seed=1)
     assert aa["false_alarm"] <= 3 / GATES, aa
-    assert aa["same"] > 0.3, aa  # the compute cases at least are mostly called SAME
+    # and decisive (docs/gate.md: 73-91% SAME per class, a change found in 67-80% of runs)
+    assert aa["same_compute"] > 0.6 and aa["same_bandwidth"] > 0.8, aa
     changed = rates(GATES // 2, *suite(8, 8, 0.03, 0.01), th, seed=2)
     assert changed["false_alarm"] <= 2 / (GATES // 2), changed
-    assert changed["slow"] >= 0.4, changed
+    assert changed["slow"] >= 0.6, changed
 
 
 def test_without_the_spending_and_the_correction_the_bound_breaks(monkeypatch) -> None:
