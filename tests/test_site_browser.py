@@ -35,7 +35,6 @@ from .test_site import needs_assets
 
 pytestmark = pytest.mark.slow
 
-SHOTS = Path(os.environ.get("KPERF_SCREENSHOTS") or tempfile.mkdtemp(prefix="kperf-shots-"))
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -94,9 +93,16 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+@functools.cache
+def _shots_dir() -> Path:
+    """Made on the first screenshot, not when the module is collected."""
+    shots = Path(os.environ.get("KPERF_SCREENSHOTS") or tempfile.mkdtemp(prefix="kperf-shots-"))
+    shots.mkdir(parents=True, exist_ok=True)
+    return shots
+
+
 def _shot(page: Any, name: str, full: bool = False) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SHOTS / f"site-{name}.png"), full_page=full)
+    page.screenshot(path=str(_shots_dir() / f"site-{name}.png"), full_page=full)
 
 
 def _assert_clean(site: dict[str, Any]) -> None:
