@@ -370,15 +370,18 @@ def test_an_interrupted_gate_keeps_every_block_and_resumes(toy: dict) -> None:
     pr, out = toy["root"] / f"pr-{name}", toy["root"] / f"out-{name}"
     cmd = [sys.executable, "-m", "tools.gate", "--repo", str(toy["repo"]), "--head",
            "unchanged", "--machine", MACHINE, "--out", str(out), "--pr-dir", str(pr)]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    log_path = toy["root"] / f"log-{name}.txt"  # a file: nobody reads a pipe while we poll
+    with log_path.open("w") as log_file:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log_file,
+                                stderr=subprocess.STDOUT, text=True)
     blocks = pr / "blocks.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and (
             not blocks.exists() or len(blocks.read_text().splitlines()) < 4):
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    log = proc.communicate(timeout=120)[0]
+    proc.wait(timeout=120)
+    log = log_path.read_text()
     kept = blocks.read_text().splitlines()
     assert proc.returncode == 4, log
     report = json.loads((out / "gate.json").read_text())
