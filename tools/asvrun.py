@@ -142,6 +142,8 @@ def publish_site(env: dict[str, str], repo: Path, config_args: Sequence[str],
     gate reports) from the records under ``records_dir`` and those kept with the results;
     swapped in only when built, so a failure keeps the old site."""
     from tools import publish
+    from tools.gate.asvio import load_project_conf
+    from tools.gate.errors import GateError
 
     config = None
     args = list(config_args)
@@ -149,9 +151,9 @@ def publish_site(env: dict[str, str], repo: Path, config_args: Sequence[str],
         config = Path(args[args.index("--config") + 1])
     conf_path = (config or repo / "asv.conf.json").resolve()
     try:
-        results_dir = conf_path.parent / publish.load_conf(conf_path).get("results_dir",
+        results_dir = conf_path.parent / load_project_conf(conf_path).get("results_dir",
                                                                            "results")
-    except Exception:  # publish() reports an unreadable config itself
+    except GateError:  # publish() reports an unreadable config itself
         results_dir = repo / ".asv" / "results"
     records = [records_dir] + [p for p in [results_dir / "records"] if p.exists()]
     return publish.publish(repo, config, html_dir, records, env=env)

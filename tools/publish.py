@@ -28,18 +28,13 @@ import sys
 import tarfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+from tools.gate.asvio import load_project_conf
+from tools.gate.errors import GateError
 from tools.site import asv_pages, data, gatepages, headtohead, status
 
 REPO = Path(__file__).resolve().parent.parent
 GATE_KEEP_DIR = Path(".asv") / "gate-reports"
-
-
-def load_conf(path: Path) -> dict[str, Any]:
-    from tools.gate.asvio import load_project_conf
-
-    return load_project_conf(path)
 
 
 def default_record_roots(repo: Path, results_dir: Path) -> list[Path]:
@@ -125,8 +120,8 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
     failed (the old site is kept, or kperf's pages alone stand in for a missing one)."""
     conf_path = Path(config or repo / "asv.conf.json").resolve()
     try:
-        conf = load_conf(conf_path)
-    except Exception as err:  # asv raises its own UserError for a bad file
+        conf = load_project_conf(conf_path)
+    except GateError as err:  # an unreadable or malformed file, named
         print(f"publish: cannot read {conf_path}: {err}; the site is unchanged",
               file=sys.stderr)
         return 1
