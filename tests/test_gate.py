@@ -251,6 +251,18 @@ def test_confirm_checks_cycles_where_the_environment_moved_the_clock(th) -> None
     assert out.verdict == "INCONCLUSIVE" and out.confirmed is False
 
 
+def test_all_pairs_together_must_hold_in_cycles_too_where_the_environment_moved_it(th):
+    """Flagged SLOW with the clock moved from outside; the re-measure alone moved 5% in time
+    and in cycles, but over all pairs the cycles did not move (the first rounds' head ran
+    5% slower at a 5% lower clock): as at every look, time alone cannot claim it."""
+    v = Verdict(GEMM, "", "compute", "SLOW", attribution="environment", ratio=1.05, look=1)
+    data = case(GEMM, [1.0] * 4, [1.05, 1.051, 1.049, 1.05], clock=(1420.0, 1352.0))
+    data.blocks += [block("base", 5, 1.0, confirm=True), block("head", 5, 1.05, confirm=True)]
+    out = confirm(v, data, th)
+    assert out.verdict == "INCONCLUSIVE" and out.confirmed is False, out
+    assert "all pairs together" in out.reason
+
+
 class FakeClient:
     """Answers measure requests; records the order of sides per case and round."""
 
@@ -263,7 +275,7 @@ class FakeClient:
 
     def request(self, message: dict, timeout_s: float) -> dict:
         self.log.append((message["spec"]["case"], self.side))
-        self.plans.append(message["plan"])
+        self.plans.append(message.get("plan"))
         windows = [{"sm_clock_mhz_median": 1420.0, "power_w_mean": 690.0,
                     "power_limit_w": 700.0, "throttle_bits_or": 4}] * 5
         return {"samples": [1.0] * 5, "measurement": {"windows": windows,
@@ -317,7 +329,7 @@ def test_a_resumed_run_starts_a_new_generation_of_workers(tmp_path: Path, th) ->
                                     "generation": (r - 1) // rpg, "samples": [1.0]}) + "\n")
     resumed = run()
     assert resumed.generation == 1 and resumed.pair_due()
-    resumed.new_generation(resumed.generation + 1, {"": ["c0"]}, rpg + 2)
+    resumed.new_generation(resumed.generation + 1, {"gpu": ["c0"]}, rpg + 2)
     assert resumed.generation == 2 and not resumed.pair_due()
     resumed.pair_rounds = rpg
     assert resumed.pair_due()

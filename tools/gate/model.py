@@ -179,6 +179,10 @@ def attribute(pairs: Sequence[tuple[Block, Block]], th: Thresholds) -> Attributi
 # --------------------------------------------------------------------------- one look
 
 
+# The level of the interval a report shows for a change (its p-value does not depend on it).
+CHANGE_LEVEL = 0.99
+
+
 @dataclass
 class _Tested:
     verdict: Verdict
@@ -191,10 +195,15 @@ class _Tested:
 
     @property
     def p_case(self) -> float:
-        # Intersection-union: where the environment moved the clock, a change is claimed
-        # only if it holds in time and in cycles.
-        p = self.compare(self.time, 0.99).p_value
-        return max(p, self.compare(self.cycles, 0.99).p_value) if self.cycles else p
+        return claim_p(self.time, self.cycles, self.klass)
+
+
+def claim_p(time: list[list[float]], cycles: list[list[float]] | None,
+            klass: KernelClass) -> float:
+    """The p-value of a change. Intersection-union: where the environment moved the clock
+    (``cycles`` given), a change is claimed only if it holds in time and in cycles."""
+    p = compare_groups(time, CHANGE_LEVEL, klass).p_value
+    return max(p, compare_groups(cycles, CHANGE_LEVEL, klass).p_value) if cycles else p
 
 
 def compare_groups(d: list[list[float]], level: float, klass: KernelClass) -> stats.Comparison:
@@ -320,14 +329,15 @@ def _finish(t: _Tested, q: float, alpha_k: float, beta_k: float, look: int) -> V
     """The look's label. A change needs q < alpha_k; SAME needs the interval of two
     one-sided tests at beta_k (level 1 - 2 beta_k) inside the class's band."""
     v, k = t.verdict, t.klass
-    change, same = t.compare(t.time, 0.99), t.compare(t.time, 1.0 - 2.0 * beta_k)
+    change, same = t.compare(t.time, CHANGE_LEVEL), t.compare(t.time, 1.0 - 2.0 * beta_k)
     v.p_value, v.q_value, v.look, v.ratio = change.p_value, q, look, change.ratio
     v.ci = (same.ci_low, same.ci_high)
     time_label = stats.label(change, same, q, alpha_k, k.min_ratio)
     if t.cycles is None:
         _apply(v, time_label, _code_note(v) if v.attribution == "code" else "")
         return v
-    c_change, c_same = t.compare(t.cycles, 0.99), t.compare(t.cycles, 1.0 - 2.0 * beta_k)
+    c_change, c_same = (t.compare(t.cycles, CHANGE_LEVEL),
+                        t.compare(t.cycles, 1.0 - 2.0 * beta_k))
     cycle_label = stats.label(c_change, c_same, q, alpha_k, k.min_ratio)
     clocks = (f"clocks differed (base {v.clock_base_mhz:.0f} MHz, head "
               f"{v.clock_head_mhz:.0f} MHz) from outside")

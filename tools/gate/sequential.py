@@ -20,8 +20,10 @@ from harness import stats
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
 from tools.gate.model import (
+    CHANGE_LEVEL,
     CaseData,
     Verdict,
+    claim_p,
     compare_groups,
     decide_look,
     flip,
@@ -96,14 +98,18 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
         v.reason = (f"flagged {flagged} (x{v.ratio:.3f}) but not confirmed by fresh workers "
                     f"(re-measure alone moved " + ", ".join(f"x{r:.3f}" for r in moved) + ")")
         return v
-    together = compare_groups(log_ratio_groups(data.groups(confirm=None)), 0.99, klass)
+    groups = data.groups(confirm=None)
+    time = log_ratio_groups(groups)
+    cycles = log_ratio_groups(groups, True) if v.attribution == "environment" else None
+    together = compare_groups(time, CHANGE_LEVEL, klass)
+    p_together = claim_p(time, cycles, klass)  # as every look judges it
     alpha = stats.spent(th.alpha, v.look or 1, th.sequential.looks,
                         th.sequential.spending_power)
-    if together.p_value >= alpha:
+    if p_together >= alpha:
         v.confirmed, v.verdict = False, "INCONCLUSIVE"
         v.reason = (f"flagged {flagged} (x{v.ratio:.3f}); a fresh pair of workers moved "
                     f"x{moved[0]:.3f}, but all pairs together give x{together.ratio:.3f} "
-                    f"(p {together.p_value:.2g}): the pairs of processes differ more than "
+                    f"(p {p_together:.2g}): the pairs of processes differ more than "
                     f"the change, an offset of the processes rather than of the code")
         return v
     v.confirmed = True
