@@ -13,11 +13,13 @@ A case spec is a dict: ``op``, ``case``, ``dtype``, ``backend``, optional ``over
     {"op": "prepare", "spec": ...}                  build + check (compile outside timing)
     {"op": "measure", "spec": ..., "plan": {...}, "consumer": "time"}   time it
     {"op": "static", "spec": ..., "target": "sm_90a"}                     static figures
+    {"op": "warm", "specs": [...]}                  imports only: the GPU is not touched
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import random
@@ -228,6 +230,25 @@ def case_op(name: str) -> Any:
     return _HostOp(op) if os.environ.get("KPERF_DEVICE", "gpu") == "cpu" else op
 
 
+def warm(specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Import what these cases will need (torch, their ops, their compilers) without
+    touching the GPU: a worker started ahead of its turn (the gate's next pair) does this
+    while another process measures, so its GPU context is made only when its turn comes.
+    A compiler that cannot be imported is left for ``prepare`` to report, per case."""
+    start = time.perf_counter()
+    import torch  # noqa: F401
+
+    missing = []
+    for name in sorted({spec["op"] for spec in specs}):
+        case_op(name)
+    for backend in sorted({spec["backend"] for spec in specs} & {"tilelang", "triton"}):
+        try:
+            importlib.import_module(backend)
+        except ImportError as err:
+            missing.append(f"{backend}: {err}")
+    return {"seconds": time.perf_counter() - start, "missing": missing}
+
+
 _RUNNER: CaseRunner | None = None
 
 
@@ -252,6 +273,8 @@ def handle(request: dict[str, Any]) -> Any:
         if consumer:
             return runner().measure_for(spec, plan, consumer)
         return runner().measure(spec, plan)
+    if kind == "warm":
+        return warm(request.get("specs", []))
     if kind == "static":
         from ._suites import static_figures
 

@@ -302,8 +302,10 @@ def test_each_case_alternates_which_side_goes_first(tmp_path: Path, th) -> None:
     # every block moves its buffers and takes the configured trials, without an energy burst
     seq = th.sequential
     assert seq.placements > 0
-    assert all(p == {"trials": seq.trials_per_block, "energy_s": 0,
-                     "placements": seq.placements} for c in clients.values() for p in c.plans)
+    assert seq.placements > 0 and seq.trials_at_cap > seq.trials_per_block
+    assert all(p == {"trials": seq.trials_per_block, "energy_s": 0, "placements": seq.placements,
+                     "trials_at_cap": seq.trials_at_cap}
+               for c in clients.values() for p in c.plans)
 
 
 def test_a_resumed_run_starts_a_new_generation_of_workers(tmp_path: Path, th) -> None:
@@ -408,3 +410,52 @@ def test_help_documents_the_exit_codes() -> None:
     for line in ("4  the gate itself failed", "2  a benchmark broke", "1  regression",
                  "3  inconclusive or no baseline", "0  pass"):
         assert line in text
+
+
+class OpLog(FakeClient):
+    """A fake worker that also says which request reached which pair, and when it stopped."""
+
+    def __init__(self, slot: str, events: list) -> None:
+        super().__init__("base" if "-base-" in slot else "head", [])
+        self.slot, self.events = slot, events
+
+    def shutdown(self) -> None:
+        self.events.append((self.slot, "shutdown"))
+
+    def request(self, message: dict, timeout_s: float) -> dict:
+        self.events.append((self.slot, message["op"]))
+        if message["op"] == "warm":
+            assert all("case" in spec for spec in message["specs"])  # what it will measure
+            return {"seconds": 0.0, "missing": []}
+        return super().request(message, timeout_s)
+
+
+def test_the_next_pair_starts_ahead_and_no_worker_outlives_the_run(tmp_path: Path, th) -> None:
+    """Every pair after the first got its imports done ("warm", no GPU) before its turn,
+    and every worker ever started is stopped at the end, the pair started ahead for a
+    round that never came too."""
+    events: list = []
+    clients: dict = {}
+
+    def make_client(slot: str, **kw) -> OpLog:
+        return clients.setdefault(slot, OpLog(slot, events))
+
+    cases = [{"name": f"c{i}", "kind": "time", "spec": {"case": f"c{i}"}} for i in range(2)]
+    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
+                        [Lane(cases=[c["name"] for c in cases])])
+    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lambda s: None)
+    try:
+        run.run()
+    finally:
+        run.retire_workers()
+    assert th.sequential.rounds_per_generation == 1
+    used = sorted({int(slot.rsplit("-g", 1)[1]) for slot, op in events if op == "prepare"})
+    started = sorted({int(slot.rsplit("-g", 1)[1]) for slot, _ in events})
+    assert len(used) >= th.sequential.min_rounds  # a fresh pair every round
+    assert set(started) - set(used) <= {max(started)}  # at most the one started ahead
+    for g in used[1:]:
+        for side in ("base", "head"):
+            slot = f"gate-gpu-{side}-g{g}"
+            assert [op for s, op in events if s == slot][:2] == ["warm", "prepare"], slot
+    for slot in clients:
+        assert (slot, "shutdown") in events, slot

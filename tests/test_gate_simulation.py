@@ -43,6 +43,7 @@ def test_without_the_spending_and_the_correction_the_bound_breaks(monkeypatch) -
     alpha with no correction over the 16 cases calls false alarms in a fifth of runs;
     the spending and the correction keep it at zero in the first test's design."""
     raw = json.loads((REPO / "thresholds.json").read_text())
+    raw["sequential"].update(max_rounds=12, rounds_per_generation=2)  # 10 looks, pairs of 2
     for name in ("compute", "bandwidth"):
         raw["classes"][name]["min_ratio"] = 1e-4
     th = Thresholds.from_dict(raw, REPO / "thresholds.json")

@@ -299,6 +299,8 @@ class _LaneClient:
         pass
 
     def request(self, message: dict, timeout_s: float) -> dict:
+        if message["op"] == "warm":  # the next pair, started ahead: imports only
+            return {"seconds": 0.0, "missing": []}
         name = message["spec"]["case"]
         self.log.append((name, self.gpu))
         t = 1.10 if (name == "s" and self.side == "head") else 1.0

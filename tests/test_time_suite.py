@@ -23,6 +23,8 @@ from harness import record
 from harness.device import TorchDevice
 from harness.worker import retire
 
+REPO = Path(__file__).resolve().parent.parent
+
 PLAN = {"trials": 3, "min_trial_s": 0.01, "min_reps": 2, "warmup_min_s": 0,
         "warmup_max_s": 0, "energy_s": 0}
 CASE = ("test-ragged", "fp16", "triton")  # gemm's small CPU case: M 96, N 80, K 72
@@ -186,3 +188,30 @@ def test_a_case_prepared_again_says_so_instead_of_repeating_its_compile(cpu_benc
     assert note != "prepared before"
     assert runner.prepare(spec) is first
     assert runner.compiles[_case.case_key(spec)] == "prepared before"
+
+
+def test_warm_imports_what_cases_need_without_touching_a_gpu() -> None:
+    """A gate worker started ahead of its turn imports while another process measures: it
+    must not open a device (here there is none, so opening one would fail)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "from benchmarks import _case\n"
+        "specs = [{'op': 'gemm', 'case': 'square-4096', 'dtype': 'fp16', 'backend': b}"
+        " for b in ('triton', 'tilelang', 'torch')]\n"
+        "specs += [{'op': 'softmax', 'case': 'x', 'dtype': 'fp16', 'backend': 'triton'}]\n"
+        "out = _case.handle({'op': 'warm', 'specs': specs})\n"
+        "import torch\n"
+        "print(json.dumps({**out, 'triton': 'triton' in sys.modules,"
+        " 'tilelang': 'tilelang' in sys.modules,"
+        " 'ops': sorted(m for m in sys.modules if m in ('kernels.gemm', 'kernels.softmax')),"
+        " 'cuda': torch.cuda.is_initialized(), 'runner': _case._RUNNER is not None}))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("KPERF_DEVICE", "TRITON_INTERPRET")}
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["triton"] and out["tilelang"] and out["ops"] == ["kernels.gemm", "kernels.softmax"]
+    assert not out["cuda"] and not out["runner"] and out["missing"] == []

@@ -160,3 +160,42 @@ def test_measure_holds_the_warm_up_while_power_is_near_the_cap(power_w: float,
                 sampler_period_s=0.005)
     assert m.settled
     assert (m.warmup_s >= 0.3) is waits, m.warmup_s
+
+
+def test_at_the_cap_a_level_that_holds_is_settled_though_clocks_swing():
+    """At the power cap the controller swings the clock (1515-1965 MHz on the H200) in a
+    cycle longer than a trial: trials never agree within 1%, yet the level holds."""
+    swinging = [1965.0, 1515.0, 1800.0, 1600.0, 1900.0, 1530.0]
+    holding = [1.00, 1.03, 0.99, 0.99, 1.03, 1.008]  # medians 1.000, 1.008
+    assert not _settled(holding, swinging, SETTLE)  # the rules off the cap never agree
+    assert _settled(holding, swinging, SETTLE, at_cap=True)
+    assert not _settled(holding[:5], swinging[:5], SETTLE, at_cap=True)  # two groups needed
+    falling = [1.00, 1.01, 0.99, 1.04, 1.05, 1.03]  # the level still moving (+4%)
+    assert not _settled(falling, swinging, SETTLE, at_cap=True)
+
+
+@pytest.mark.parametrize(("power_w", "at_cap"), [(690.0, True), (600.0, False)])
+def test_a_measurement_at_the_power_cap_takes_trials_at_cap(power_w: float, at_cap: bool) -> None:
+    import time
+
+    from harness.telemetry import Reading
+
+    from .fakes import ScriptedSource
+
+    gpu = FakeGpu()
+
+    def kernel() -> None:
+        time.sleep(0.001)
+        gpu.run_cycles(1500e6 * 1e-3)
+
+    class Board(ScriptedSource):
+        def read(self) -> Reading:
+            return Reading(t=time.perf_counter(), sm_clock_mhz=1500.0, power_w=power_w,
+                           power_limit_w=700.0, throttle_bits=0)
+
+    plan = Plan(trials=2, trials_at_cap=5, min_trial_s=0.02, warmup_min_s=0.0,
+                warmup_max_s=2.0, power_window_s=0.1, cap_settle_s=0.1, energy_s=0)
+    m = measure([kernel], gpu, plan, Board(gpu, host_to_device=lambda t: t),
+                sampler_period_s=0.005)
+    assert m.settled and m.at_cap is at_cap
+    assert len(m.samples) == len(m.windows) == (5 if at_cap else 2)

@@ -93,9 +93,11 @@ for step in "$@"; do
       [ "$mode" = resume ] && flags=(--resume --label sm_90 --pr-dir .asv/pr-gate --out .asv/pr-gate)
       /usr/bin/time -f "gate wall %e s" timeout "$limit" python3 -m tools.gate "${flags[@]}" \
         ${regex:+-b "$regex"} ${GATE_THRESHOLDS:+--thresholds "$GATE_THRESHOLDS"} > "$out/gate.log" 2>&1
-      echo "gate exit $?"; grep -E "^round|re-measuring|wall" "$out/gate.log" | tail -14
+      echo "gate exit $?"; grep -E "^round|^pair|re-measuring|wall" "$out/gate.log" | tail -30
       sed -n '3,3p;8,40p' .asv/pr-gate/gate.md 2>/dev/null
       cp "$out/gate.log" .asv/pr-gate/
+      mkdir -p .asv/pr-gate/worker-logs  # each pair's start-up and preparation, per worker
+      cp /tmp/kperf-workers-"$(id -u)"/*.log .asv/pr-gate/worker-logs/ 2>/dev/null
       tar -czf "$out/gate-$n-$mode.tgz" --exclude pr-gate/sides -C .asv pr-gate && rm "$out/gate.log" ;;
     stack:*)
       regex=${step#stack:}

@@ -48,6 +48,7 @@ class Sequential:
     confirm_rounds: int
     trials_per_block: int
     rounds_per_generation: int
+    trials_at_cap: int = 0  # a block whose warm-up ended at the power cap (0: trials_per_block)
     placements: int = 0  # a block's inputs and flush buffer moved to this many new places
     spending_power: float = 1.0  # alpha and beta spent over looks as (look/looks)**power
 

@@ -15,13 +15,14 @@ decides a stored run again from them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,9 @@ STATE_SCHEMA = "kperf-gate-state-2"
 PREPARE_TIMEOUT_S = 900.0
 BLOCK_TIMEOUT_S = 300.0
 CONFIRM_RESERVE = 0.85  # the rounds stop at this share of the gate's budget: room to confirm
+# A worker started ahead of its turn waits a round (~1-2 min) before its first measurement;
+# the gate stops its workers itself, so they must not time out waiting.
+GATE_IDLE_S = 900.0
 
 
 @dataclass
@@ -125,7 +129,7 @@ def gate_worker(slot: str, sys_path: Sequence[str], label: str, env: dict[str, s
     repository's suite (``benchmarks._case.handle``) as the instrument."""
     return WorkerClient(WorkerSpec(handler="benchmarks._case:handle", sys_path=tuple(sys_path),
                                    device=device_key(env), preload=str(preload), slot=slot,
-                                   label=label), env=env)
+                                   label=label), idle_s=GATE_IDLE_S, env=env)
 
 
 class Run:
@@ -141,11 +145,16 @@ class Run:
         self.generation = max((r.get("generation", 0) for r in self.rows), default=0)
         # rounds the current pair of workers measured; None: no pair in this process yet
         self.pair_rounds: int | None = None
+        # the next pair, started while this one measures: (its generation, its imports)
+        self.ahead: tuple[int, Future[float]] | None = None
+        self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kperf-ahead")
         self.started = time.monotonic() - sum(r.get("wall_s", 0.0) for r in self.rows)
 
     # ---- workers
-    def client(self, lane: Lane, side: str, static: bool = False) -> WorkerClient:
-        slot = f"gate-{lane.label}-{side}" + ("-static" if static else f"-g{self.generation}")
+    def client(self, lane: Lane, side: str, static: bool = False,
+               generation: int | None = None) -> WorkerClient:
+        generation = self.generation if generation is None else generation
+        slot = f"gate-{lane.label}-{side}" + ("-static" if static else f"-g{generation}")
         env = dict(os.environ, **lane.env)
         cache = self.plan.repo / ".cache"  # shared with asv's runs (tools/asvrun.py)
         env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
@@ -158,11 +167,51 @@ class Run:
                                 label=f"{side} {getattr(self.plan, side)[:8]}", env=env,
                                 preload=self.plan.repo / "benchmarks" / "__init__.py")
 
-    def retire_workers(self) -> None:
-        """Stop this generation's workers (the GPU's memory back; fresh ones next)."""
-        for lane in self.plan.lanes:
-            for side in SIDES:
-                self.client(lane, side).shutdown()
+    def retire_workers(self, spare_too: bool = True) -> None:
+        """Stop this generation's workers (the GPU's memory back; fresh ones next), and
+        the next generation's if they were started ahead and are not to be used."""
+        generations = [self.generation]
+        spare, self.ahead = (self.ahead, None) if spare_too else (None, self.ahead)
+        if spare is not None:
+            generations.append(spare[0])
+            spare[1].cancel()
+        for generation in generations:
+            for lane in self.plan.lanes:
+                for side in SIDES:
+                    self.client(lane, side, generation=generation).shutdown()
+        if spare is not None:  # its request ends once its workers are gone
+            with contextlib.suppress(Exception):
+                spare[1].result()
+
+    def start_ahead(self, names: dict[str, list[str]]) -> None:
+        """Start the next pair of workers now, in the background, and have them import
+        what their cases need (torch, the compilers, the ops) without touching the GPU:
+        the new pair then costs only its GPU context and its cases' preparation when its
+        turn comes (docs/gate.md, "Pairs of workers")."""
+        generation = self.generation + 1
+        specs = {label: [self.by_name[n]["spec"] for n in names.get(label, [])]
+                 for label in names}
+
+        def job() -> float:
+            start = time.monotonic()
+            for lane in self.plan.lanes:
+                for side in SIDES:
+                    self.client(lane, side, generation=generation).request(
+                        {"op": "warm", "specs": specs.get(lane.label, [])}, PREPARE_TIMEOUT_S)
+            return time.monotonic() - start
+
+        self.ahead = (generation, self.background.submit(job))
+
+    def _take_ahead(self, generation: int) -> str:
+        """Wait for the pair started ahead (if it is this generation); says how it went."""
+        if self.ahead is None or self.ahead[0] != generation:
+            return "started now"
+        _, future = self.ahead
+        self.ahead = None
+        try:
+            return f"started ahead ({future.result():.1f} s of imports, hidden)"
+        except (RemoteError, RemoteSkip, WorkerError) as err:
+            return f"start ahead failed, started now ({str(err).splitlines()[0][:200]})"
 
     # ---- accounting
     def elapsed(self) -> float:
@@ -185,6 +234,7 @@ class Run:
                       confirm: bool = False) -> Block:
         seq = self.th.sequential
         plan = {"trials": seq.trials_per_block, "energy_s": 0,
+                **({"trials_at_cap": seq.trials_at_cap} if seq.trials_at_cap else {}),
                 **({"placements": seq.placements} if seq.placements else {})}
         start = time.monotonic()
         try:
@@ -224,11 +274,16 @@ class Run:
                        confirm: bool = False) -> None:
         """Retire the pair of workers that measured so far and start a fresh pair: each
         pair has an offset of its own (docs/gate.md, "Pairs of workers")."""
-        self.retire_workers()
+        how = self._take_ahead(generation)
+        self.retire_workers(spare_too=False)
         self.generation, self.pair_rounds = generation, 0
+        start = time.monotonic()
         for lane in self.plan.lanes:
             self.prepare(lane, [self.by_name[n] for n in names.get(lane.label, [])], round_,
                          confirm)
+        count = sum(len(v) for v in names.values())
+        self.log(f"pair {generation}: {how}; {count} case(s) prepared on both sides in "
+                 f"{time.monotonic() - start:.1f} s")
 
     def static(self, case: dict[str, Any], lane: Lane) -> None:
         for side in SIDES:
@@ -315,6 +370,8 @@ class Run:
             number += 1
             if self.pair_due():
                 self.new_generation(self.generation + 1, lanes, number)
+            if self.pair_rounds + 1 >= self.th.sequential.rounds_per_generation:
+                self.start_ahead(lanes)  # the next pair takes over after this round
             self.log(f"round {number}: " + ", ".join(
                 f"{len(v)} case(s) on {k}" for k, v in lanes.items() if v)
                 + f" ({self.elapsed():.0f} s)")

@@ -46,6 +46,8 @@ class Block:
     confirm: bool = False  # measured by fresh workers to confirm a candidate
     generation: int = 0  # which pair of worker processes measured it
     wall_s: float = 0.0
+    warmup_s: float | None = None  # how long its warm-up ran (records before: unknown)
+    at_cap: bool | None = None  # its warm-up ended at the power cap (so it took trials_at_cap)
 
     def median(self) -> float:
         return statistics.median(self.samples) if self.samples else float(self.value)
