@@ -459,3 +459,45 @@ def test_the_next_pair_starts_ahead_and_no_worker_outlives_the_run(tmp_path: Pat
             assert [op for s, op in events if s == slot][:2] == ["warm", "prepare"], slot
     for slot in clients:
         assert (slot, "shutdown") in events, slot
+
+
+def test_only_blocks_at_the_power_cap_share_the_host_with_a_pair_importing_ahead(
+        tmp_path: Path, th) -> None:
+    """A short kernel's block waits until the next pair's imports are over (host load
+    slowed a 70 us kernel's block by 7.7% on the H200); a block of a case whose last block
+    was at the power cap (long calls, the GPU's queue stays full) goes on meanwhile."""
+    import time
+
+    events: list = []
+    clients: dict = {}
+
+    class Slow(OpLog):
+        def request(self, message: dict, timeout_s: float) -> dict:
+            if message["op"] == "warm":
+                events.append((self.slot, "warm-start"))
+                time.sleep(0.3)
+                events.append((self.slot, "warm-end"))
+                return {"seconds": 0.3, "missing": []}
+            out = super().request(message, timeout_s)
+            if message["op"] == "measure":
+                events.append((message["spec"]["case"], "block"))
+                out["measurement"]["at_cap"] = message["spec"]["case"] == "capped"
+            return out
+
+    def make_client(slot: str, **kw) -> OpLog:
+        return clients.setdefault(slot, Slow(slot, events))
+
+    cases = [{"name": n, "kind": "time", "spec": {"case": n}} for n in ("capped", "short")]
+    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
+                        [Lane(cases=["capped", "short"])])
+    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lambda s: None)
+    try:
+        run.run()
+    finally:
+        run.retire_workers()
+    importing, overlapped = 0, set()
+    for slot, what in events:
+        importing += {"warm-start": 1, "warm-end": -1}.get(what, 0)
+        if what == "block" and importing:
+            overlapped.add(slot)
+    assert overlapped == {"capped"}, overlapped

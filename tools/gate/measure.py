@@ -202,6 +202,21 @@ class Run:
 
         self.ahead = (generation, self.background.submit(job))
 
+    def was_at_cap(self, name: str) -> bool:
+        """Whether the case's latest block ended its warm-up at the power cap."""
+        return next((bool(r["at_cap"]) for r in reversed(self.rows)
+                     if r["case"] == name and r.get("at_cap") is not None), False)
+
+    def wait_for_ahead(self) -> None:
+        """Let the next pair finish its imports before a block that the host's load can
+        move. A pair importing ahead made a 70 us RMSNorm's block 7.7% slow on an H200
+        (docs/perf.md, 2026-12-01): its launches no longer kept ahead of the GPU. Kernels
+        at the power cap run 0.6-2 ms a call and keep the queue full; only their blocks
+        overlap the imports (the most power-hungry cases go first in a round)."""
+        if self.ahead is not None:
+            with contextlib.suppress(RemoteError, RemoteSkip, WorkerError):
+                self.ahead[1].result()
+
     def _take_ahead(self, generation: int) -> str:
         """Wait for the pair started ahead (if it is this generation); says how it went."""
         if self.ahead is None or self.ahead[0] != generation:
@@ -304,6 +319,8 @@ class Run:
     def round(self, lane: Lane, number: int, names: Sequence[str], confirm: bool) -> None:
         for name in names:
             case = self.by_name[name]
+            if not self.was_at_cap(name):
+                self.wait_for_ahead()
             # A B, then B A, ... for every case: what drifts within a round cancels
             order = SIDES if (number + self.index[name]) % 2 == 0 else SIDES[::-1]
             for side in order:
