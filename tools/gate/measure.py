@@ -148,6 +148,7 @@ class Run:
         # the next pair, started while this one measures: (its generation, its imports)
         self.ahead: tuple[int, Future[float]] | None = None
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kperf-ahead")
+        self.waited_s = 0.0  # blocks waiting for the next pair's imports, this round
         self.started = time.monotonic() - sum(r.get("wall_s", 0.0) for r in self.rows)
 
     # ---- workers
@@ -213,20 +214,25 @@ class Run:
         (docs/perf.md, 2026-12-01): its launches no longer kept ahead of the GPU. Kernels
         at the power cap run 0.6-2 ms a call and keep the queue full; only their blocks
         overlap the imports (the most power-hungry cases go first in a round)."""
-        if self.ahead is not None:
+        if self.ahead is not None and not self.ahead[1].done():
+            start = time.monotonic()
             with contextlib.suppress(RemoteError, RemoteSkip, WorkerError):
                 self.ahead[1].result()
+            self.waited_s += time.monotonic() - start
 
     def _take_ahead(self, generation: int) -> str:
         """Wait for the pair started ahead (if it is this generation); says how it went."""
         if self.ahead is None or self.ahead[0] != generation:
             return "started now"
+        self.wait_for_ahead()  # a round shorter than the imports
         _, future = self.ahead
-        self.ahead = None
+        self.ahead, waited, self.waited_s = None, self.waited_s, 0.0
         try:
-            return f"started ahead ({future.result():.1f} s of imports, hidden)"
+            seconds = future.result()
         except (RemoteError, RemoteSkip, WorkerError) as err:
             return f"start ahead failed, started now ({str(err).splitlines()[0][:200]})"
+        return (f"started ahead ({seconds:.1f} s of imports, {seconds - min(waited, seconds):.1f}"
+                f" s of it under blocks at the power cap)")
 
     # ---- accounting
     def elapsed(self) -> float:
