@@ -188,7 +188,7 @@ class Run:
         """Start the next pair of workers now, in the background, and have them import
         what their cases need (torch, the compilers, the ops) without touching the GPU:
         the new pair then costs only its GPU context and its cases' preparation when its
-        turn comes (docs/gate.md, "Pairs of workers")."""
+        turn comes (docs/gate.md, "A fresh pair of workers every round")."""
         generation = self.generation + 1
         specs = {label: [self.by_name[n]["spec"] for n in names.get(label, [])]
                  for label in names}
@@ -294,7 +294,7 @@ class Run:
     def new_generation(self, generation: int, names: dict[str, list[str]], round_: int,
                        confirm: bool = False) -> None:
         """Retire the pair of workers that measured so far and start a fresh pair: each
-        pair has an offset of its own (docs/gate.md, "Pairs of workers")."""
+        pair has an offset of its own (docs/gate.md, "A fresh pair of workers every round")."""
         how = self._take_ahead(generation)
         self.retire_workers(spare_too=False)
         self.generation, self.pair_rounds = generation, 0
