@@ -193,7 +193,7 @@ class Run:
         specs = {label: [self.by_name[n]["spec"] for n in names.get(label, [])]
                  for label in names}
 
-        def job() -> float:
+        def job() -> float:  # one worker at a time: one process's host load, as measured
             start = time.monotonic()
             for lane in self.plan.lanes:
                 for side in SIDES:
