@@ -263,10 +263,12 @@ def handle(request: dict[str, Any]) -> Any:
     """A measurement worker's handler (harness/worker.py)."""
     kind, spec = request["op"], request.get("spec", {})
     if kind == "prepare":
+        start = time.perf_counter()  # host timer on purpose: preparing is host work
         p = runner().prepare(spec)
         return {"config": p.config, "first_call_s": p.first_call_s,
                 "max_abs_err": p.agreement.max_abs_err,
-                "compile": runner().compiles[case_key(spec)]}
+                "compile": runner().compiles[case_key(spec)],
+                "wall_s": time.perf_counter() - start}
     if kind == "measure":
         plan = request.get("plan") or {}
         consumer = request.get("consumer")

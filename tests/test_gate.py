@@ -475,6 +475,12 @@ def test_the_next_pair_starts_ahead_and_no_worker_outlives_the_run(tmp_path: Pat
             assert [op for s, op in events if s == slot][:2] == ["warm", "prepare"], slot
     for slot in clients:
         assert (slot, "shutdown") in events, slot
+    # what each pair's preparation cost, per case and side (docs/perf.md's restart figures)
+    prepared = [json.loads(line) for line in (tmp_path / "prepares.jsonl").open()]
+    assert {row["generation"] for row in prepared} == set(used)
+    assert {(row["case"], row["side"]) for row in prepared if row["generation"] == used[0]} \
+        == {(c, side) for c in ("c0", "c1") for side in ("base", "head")}
+    assert all(row["wall_s"] >= 0 for row in prepared)
 
 
 def test_only_blocks_at_the_power_cap_share_the_host_with_a_pair_importing_ahead(

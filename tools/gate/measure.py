@@ -16,10 +16,12 @@ decides a stored run again from them.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -149,6 +151,7 @@ class Run:
         self.ahead: tuple[int, Future[float]] | None = None
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kperf-ahead")
         self.waited_s = 0.0  # blocks waiting for the next pair's imports, this round
+        self.prepare_lock = threading.Lock()
         self.started = time.monotonic() - sum(r.get("wall_s", 0.0) for r in self.rows)
 
     # ---- workers
@@ -280,9 +283,11 @@ class Run:
             for case in cases:
                 if (case["name"], side) in done:
                     continue
+                start = time.monotonic()
                 try:
-                    self.client(lane, side).request({"op": "prepare", "spec": case["spec"]},
-                                                    PREPARE_TIMEOUT_S)
+                    reply = self.client(lane, side).request(
+                        {"op": "prepare", "spec": case["spec"]}, PREPARE_TIMEOUT_S)
+                    self.note_prepare(case, side, time.monotonic() - start, reply)
                 except (RemoteError, RemoteSkip, WorkerError) as err:
                     self.record(case, failed_block(side, round_, err, confirm,
                                                    self.generation), lane)
@@ -290,6 +295,17 @@ class Run:
         with ThreadPoolExecutor(max_workers=2) as pool:
             for job in [pool.submit(side_job, side) for side in SIDES]:
                 job.result()
+
+    def note_prepare(self, case: dict[str, Any], side: str, wall_s: float, reply: Any) -> None:
+        """One line of ``prepares.jsonl``: what a new pair's preparation of a case cost
+        (the first case of a worker also pays its GPU context)."""
+        row = {"case": case["name"], "side": side, "generation": self.generation,
+               "wall_s": round(wall_s, 4), "t": time.time()}
+        if isinstance(reply, dict):
+            row.update(worker_s=reply.get("wall_s"), first_call_s=reply.get("first_call_s"),
+                       compile=reply.get("compile"))
+        with self.prepare_lock, (self.plan.pr_dir / "prepares.jsonl").open("a") as f:
+            f.write(json.dumps(row) + "\n")
 
     def new_generation(self, generation: int, names: dict[str, list[str]], round_: int,
                        confirm: bool = False) -> None:
