@@ -16,8 +16,9 @@ from tools.config import ConfigError
 from tools.gate import cli, report
 from tools.gate.config import Thresholds, parse_bits
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
-from tools.gate.measure import Lane, Run
+from tools.gate.measure import Run
 from tools.gate.model import Block, CaseData, Verdict, attribute, decide_look
+from tools.gate.plan import Lane
 from tools.gate.sequential import confirm, exit_code, replay
 
 REPO = Path(__file__).resolve().parent.parent

@@ -313,7 +313,8 @@ class _LaneClient:
 def test_gate_judges_each_case_once_on_its_own_gpu(tmp_path: Path) -> None:
     from tools.gate import cli
     from tools.gate.config import Thresholds
-    from tools.gate.measure import Lane, Run
+    from tools.gate.measure import Run
+    from tools.gate.plan import Lane
     from tools.gate.sequential import exit_code, replay
 
     own = {"0:0000aa01": ["p", "q"], "1:0000bb02": ["r", "s"]}

@@ -754,7 +754,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 def sharded_plan(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds):
     """The gate's plan with one lane per GPU that owns a selected case."""
     from tools.gate import cli as gate_cli
-    from tools.gate.measure import Lane
+    from tools.gate.plan import Lane
 
     args.repo = repo
     ctx = context(args)

@@ -30,16 +30,9 @@ from tools.gate import asvio, report
 from tools.gate.blocks import BlockLog, case_data, case_wall_s
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, GateError
-from tools.gate.measure import (
-    STATE_SCHEMA,
-    GatePlan,
-    Lane,
-    Run,
-    scratch_dir,
-    sites_for,
-    write_state,
-)
+from tools.gate.measure import Run
 from tools.gate.model import Verdict
+from tools.gate.plan import STATE_SCHEMA, GatePlan, Lane, scratch_dir, sites_for, write_state
 from tools.gate.sequential import exit_code, finalise, replay
 from tools.paths import PathError
 

@@ -1,11 +1,10 @@
-"""Measuring a gate: both commits built side by side, a measurement worker per side and
-GPU, rounds of blocks until every case is decided or the budget is spent.
+"""Measuring a gate: a measurement worker per side and GPU, rounds of blocks until every
+case is decided or the budget is spent, a fresh pair of workers for each round.
 
-Each side's ``kernels`` package is built from its commit exactly as asv builds it
-(``pip wheel`` of the commit's tree) and installed into its own folder, so base and head
-live in two workers at once and are measured next to each other in every round, without
-a process start, a reinstall or a compile between them. Both are measured by the
-working tree's ``harness`` and ``benchmarks`` (one instrument for both sides).
+Both sides (built by tools/gate/plan.py) live in two workers at once and are measured
+next to each other in every round, without a reinstall or a compile between them. Both
+are measured by the working tree's ``harness`` and ``benchmarks`` (one instrument for
+both sides).
 
 Everything measured is appended to ``blocks.jsonl`` as it happens (one JSON line per
 block, flushed and synced); ``gate-state.json`` says what the run is. A run that is cut
@@ -18,18 +17,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness.record import atomic_write_json
 from harness.worker import (
     RemoteError,
     RemoteSkip,
@@ -40,86 +35,16 @@ from harness.worker import (
 )
 from tools.gate.blocks import BlockLog, block_of, case_data, case_wall_s, failed_block
 from tools.gate.config import Thresholds
-from tools.gate.errors import EXIT_INCONCLUSIVE, GateError
 from tools.gate.model import SIDES, Block
+from tools.gate.plan import GatePlan, Lane, stack_path
 from tools.gate.sequential import awaiting_confirmation, key, replay
 
-STATE_SCHEMA = "kperf-gate-state-2"
 PREPARE_TIMEOUT_S = 900.0
 BLOCK_TIMEOUT_S = 300.0
 CONFIRM_RESERVE = 0.85  # the rounds stop at this share of the gate's budget: room to confirm
 # A worker started ahead of its turn waits a round (~1-2 min) before its first measurement;
 # the gate stops its workers itself, so they must not time out waiting.
 GATE_IDLE_S = 900.0
-
-
-@dataclass
-class Lane:
-    """One GPU: the environment that makes only it visible, and the cases it judges."""
-
-    label: str = "gpu"
-    env: dict[str, str] = field(default_factory=dict)
-    cases: list[str] = field(default_factory=list)
-
-
-@dataclass
-class GatePlan:
-    repo: Path
-    pr_dir: Path
-    base: str
-    head: str
-    base_how: str
-    machine: str
-    cases: list[dict[str, Any]]  # from benchmarks._suites.gate_cases(), selected
-    lanes: list[Lane]
-    label: str = ""
-
-    def state(self) -> dict[str, Any]:
-        return {"schema": STATE_SCHEMA, "base": self.base, "head": self.head,
-                "base_how": self.base_how, "machine": self.machine, "cases": self.cases,
-                "lanes": [asdict(lane) for lane in self.lanes], "label": self.label}
-
-
-def write_state(pr_dir: Path, state: dict[str, Any]) -> None:
-    atomic_write_json(pr_dir / "gate-state.json", state)
-
-
-# --------------------------------------------------------------------------- building
-
-
-def build_side(repo: Path, sha: str, dest: Path) -> Path:
-    """``kernels`` of ``sha`` built as asv builds it, installed into ``dest/site``."""
-    site, done = dest / "site", dest / ".built"
-    if done.exists():
-        return site
-    shutil.rmtree(dest, ignore_errors=True)
-    src, wheels = dest / "src", dest / "wheels"
-    src.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=repo,
-                             capture_output=True)
-    if archive.returncode != 0:
-        raise GateError(f"git archive {sha[:12]}: {archive.stderr.decode().strip()}")
-    subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    _pip(sha, [*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w",
-               str(wheels), str(src)])
-    _pip(sha, [*pip, "install", "--no-deps", "--no-index", "--target", str(site),
-               *map(str, sorted(wheels.glob("*.whl")))])
-    done.write_text(sha)
-    return site
-
-
-def _pip(sha: str, command: list[str]) -> None:
-    out = subprocess.run(command, capture_output=True, text=True)
-    if out.returncode != 0:
-        raise GateError(f"building {sha[:12]} failed: pip {command[5]}: "
-                        f"{out.stderr.strip()[-800:]}", EXIT_INCONCLUSIVE)
-
-
-def stack_path(repo: Path) -> list[str]:
-    """This interpreter's imports without the repository (whose ``kernels`` is neither side)."""
-    skip = {str(repo.resolve()), "", os.getcwd()}
-    return [p for p in sys.path if p not in skip and str(Path(p).resolve()) not in skip]
 
 
 # --------------------------------------------------------------------------- the run
@@ -436,21 +361,3 @@ class Run:
                         for lane in self.plan.lanes]
                 for job in jobs:
                     job.result()
-
-
-def scratch_dir(plan: GatePlan, fresh: bool) -> None:
-    """The PR folder: deleted (only if it is the gate's own) and made again, unless
-    resuming. Never the results, records or site (tools/paths.py)."""
-    from tools.gate.asvio import load_project_conf
-    from tools.paths import kept_paths, make_scratch, remove_scratch
-
-    keep = kept_paths(plan.repo, load_project_conf(plan.repo / "asv.conf.json"))
-    if fresh:
-        remove_scratch(plan.pr_dir, keep, "--pr-dir", own_files=("gate-state.json",),
-                       not_above=[plan.repo])
-    make_scratch(plan.pr_dir, keep, "--pr-dir", not_above=[plan.repo])
-
-
-def sites_for(plan: GatePlan) -> dict[str, Path]:
-    return {side: build_side(plan.repo, getattr(plan, side), plan.pr_dir / "sides" /
-                             getattr(plan, side)[:12]) for side in SIDES}
