@@ -139,9 +139,9 @@ class Run:
     def wait_for_ahead(self) -> None:
         """Let the next pair finish its imports before a block that the host's load can
         move. A pair importing ahead made a 70 us RMSNorm's block 7.7% slow on an H200
-        (docs/perf.md, 2026-12-01): its launches no longer kept ahead of the GPU. Kernels
-        at the power cap run 0.6-2 ms a call and keep the queue full; only their blocks
-        overlap the imports (the most power-hungry cases go first in a round)."""
+        (docs/perf.md, 2026-12-01), most likely because its launches fell behind the GPU.
+        Kernels at the power cap run 0.6-2 ms a call and keep the queue full; only their
+        blocks overlap the imports (the most power-hungry cases go first in a round)."""
         if self.ahead is not None and not self.ahead[1].done():
             start = time.monotonic()
             with contextlib.suppress(RemoteError, RemoteSkip, WorkerError):
