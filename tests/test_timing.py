@@ -132,11 +132,9 @@ def test_the_cap_rule_leaves_kernels_far_from_the_cap_and_unknown_limits_alone()
     assert _cap_wait_s([0.1, 0.2], [None, None], [700.0, 700.0], 0.0, SETTLE) == 0.0
 
 
-@pytest.mark.parametrize(("power_w", "waits"), [(650.0, True), (400.0, False)])
-def test_measure_holds_the_warm_up_while_power_is_near_the_cap(power_w: float,
-                                                               waits: bool) -> None:
-    """Through ``measure`` itself: times and clocks agree from the first trial, yet at 650 W
-    of 700 the warm-up lasts the power window; at 400 W it ends as soon as they agree."""
+def _measure_on_a_board(power_w: float, plan: Plan):
+    """``measure`` of a 1 ms kernel on a board whose telemetry reads ``power_w`` of a 700 W
+    limit at 1500 MHz (1 ms of host time per call too, for the sampler to see)."""
     import time
 
     from harness.telemetry import Reading
@@ -145,7 +143,7 @@ def test_measure_holds_the_warm_up_while_power_is_near_the_cap(power_w: float,
 
     gpu = FakeGpu()
 
-    def kernel() -> None:  # 1 ms of device time, 1 ms of host time for the sampler to see
+    def kernel() -> None:
         time.sleep(0.001)
         gpu.run_cycles(1500e6 * 1e-3)
 
@@ -154,10 +152,18 @@ def test_measure_holds_the_warm_up_while_power_is_near_the_cap(power_w: float,
             return Reading(t=time.perf_counter(), sm_clock_mhz=1500.0, power_w=power_w,
                            power_limit_w=700.0, throttle_bits=0)
 
+    return measure([kernel], gpu, plan, Board(gpu, host_to_device=lambda t: t),
+                   sampler_period_s=0.005)
+
+
+@pytest.mark.parametrize(("power_w", "waits"), [(650.0, True), (400.0, False)])
+def test_measure_holds_the_warm_up_while_power_is_near_the_cap(power_w: float,
+                                                               waits: bool) -> None:
+    """Through ``measure`` itself: times and clocks agree from the first trial, yet at 650 W
+    of 700 the warm-up lasts the power window; at 400 W it ends as soon as they agree."""
     plan = Plan(trials=2, min_trial_s=0.02, warmup_min_s=0.0, warmup_max_s=2.0,
                 power_window_s=0.3, cap_settle_s=0.1, energy_s=0)
-    m = measure([kernel], gpu, plan, Board(gpu, host_to_device=lambda t: t),
-                sampler_period_s=0.005)
+    m = _measure_on_a_board(power_w, plan)
     assert m.settled
     assert (m.warmup_s >= 0.3) is waits, m.warmup_s
 
@@ -176,26 +182,8 @@ def test_at_the_cap_a_level_that_holds_is_settled_though_clocks_swing():
 
 @pytest.mark.parametrize(("power_w", "at_cap"), [(690.0, True), (600.0, False)])
 def test_a_measurement_at_the_power_cap_takes_trials_at_cap(power_w: float, at_cap: bool) -> None:
-    import time
-
-    from harness.telemetry import Reading
-
-    from .fakes import ScriptedSource
-
-    gpu = FakeGpu()
-
-    def kernel() -> None:
-        time.sleep(0.001)
-        gpu.run_cycles(1500e6 * 1e-3)
-
-    class Board(ScriptedSource):
-        def read(self) -> Reading:
-            return Reading(t=time.perf_counter(), sm_clock_mhz=1500.0, power_w=power_w,
-                           power_limit_w=700.0, throttle_bits=0)
-
     plan = Plan(trials=2, trials_at_cap=5, min_trial_s=0.02, warmup_min_s=0.0,
                 warmup_max_s=2.0, power_window_s=0.1, cap_settle_s=0.1, energy_s=0)
-    m = measure([kernel], gpu, plan, Board(gpu, host_to_device=lambda t: t),
-                sampler_period_s=0.005)
+    m = _measure_on_a_board(power_w, plan)
     assert m.settled and m.at_cap is at_cap
     assert len(m.samples) == len(m.windows) == (5 if at_cap else 2)
