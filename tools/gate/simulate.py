@@ -44,14 +44,14 @@ class Noise:
     df: float | None = None  # Student-t tails; None: normal
 
 
-# Fitted to the H200 on 2026-12-01 (docs/perf.md): the rounds' log ratios of power-capped
-# GEMMs scattered 0.9-1.5%, a block of 5 trials ~0.7-1% (``COMPUTE_5_TRIALS``), most of it
-# its trials' own spread (1-2% within a block); a block at the cap now takes 15 trials
-# (sequential.trials_at_cap), so 0.8% / sqrt(3) until a run measures it. Bandwidth-bound
-# kernels with their buffers moved every block (sequential.placements): RMSNorm's blocks
+# Fitted to the H200 on 2026-12-01 (docs/perf.md): with 5 trials a block, the rounds' log
+# ratios of power-capped GEMMs scattered 0.9-1.5% (a block ~0.8%), most of it the trials'
+# own spread (1-2% within a block); a block at the cap now takes 15 trials
+# (sequential.trials_at_cap), so 0.8% / sqrt(3), and the night's A/A measured the capped
+# cases' rounds at 0.2-1.0% (sd), where this model gives 0.76%. Bandwidth-bound kernels
+# with their buffers moved every block (sequential.placements): RMSNorm's blocks
 # scattered 0.14% inside a worker and its workers sat 0.13% apart; the decode16 GEMM's
 # 0.32% and 0.4%.
-COMPUTE_5_TRIALS = Noise(block=0.008, drift=0.02, worker=0.003, df=4.0)
 H200 = {"compute": Noise(block=0.0045, drift=0.02, worker=0.003, df=4.0),
         "bandwidth": Noise(block=0.0015, drift=0.002, worker=0.0012, df=4.0),
         "decode": Noise(block=0.0032, drift=0.002, worker=0.0037, df=4.0)}
