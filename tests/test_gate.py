@@ -487,8 +487,9 @@ def test_the_next_pair_starts_ahead_and_no_worker_outlives_the_run(tmp_path: Pat
 def test_only_blocks_at_the_power_cap_share_the_host_with_a_pair_importing_ahead(
         tmp_path: Path, th) -> None:
     """A short kernel's block waits until the next pair's imports are over (host load
-    slowed a 70 us kernel's block by 7.7% on the H200); a block of a case whose last block
-    was at the power cap (long calls, the GPU's queue stays full) goes on meanwhile."""
+    slowed a 70 us kernel's block by 7.7% on an H200 on 2026-12-01); a block of a case
+    whose last block was at the power cap (long calls, the GPU's queue stays full) goes on
+    meanwhile."""
     import time
 
     events: list = []

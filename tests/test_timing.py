@@ -169,7 +169,7 @@ def test_measure_holds_the_warm_up_while_power_is_near_the_cap(power_w: float,
 
 
 def test_at_the_cap_a_level_that_holds_is_settled_though_clocks_swing():
-    """At the power cap the controller swings the clock (1515-1965 MHz on the H200) in a
+    """At the power cap the controller swings the clock (1515-1965 MHz, H200, 2026-12-01) in a
     cycle longer than a trial: trials never agree within 1%, yet the level holds."""
     swinging = [1965.0, 1515.0, 1800.0, 1600.0, 1900.0, 1530.0]
     holding = [1.00, 1.03, 0.99, 0.99, 1.03, 1.008]  # medians 1.000, 1.008
