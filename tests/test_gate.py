@@ -14,10 +14,19 @@ import pytest
 
 from tools.config import ConfigError
 from tools.gate import cli, report
+from tools.gate.blocks import case_data
 from tools.gate.config import Thresholds, parse_bits
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
 from tools.gate.measure import Run
-from tools.gate.model import Block, CaseData, Verdict, attribute, decide_look
+from tools.gate.model import (
+    Block,
+    CaseData,
+    Verdict,
+    attribute,
+    decide_look,
+    disturbed,
+    usual_spread,
+)
 from tools.gate.plan import Lane
 from tools.gate.sequential import confirm, exit_code, replay
 
@@ -525,3 +534,81 @@ def test_only_blocks_at_the_power_cap_share_the_host_with_a_pair_importing_ahead
         if what == "block" and importing:
             overlapped.add(slot)
     assert overlapped == {"capped"}, overlapped
+
+
+# --------------------------------------------------------------------------- disturbed rounds
+
+
+def test_a_block_far_noisier_than_its_case_is_disturbed(th) -> None:
+    seq = th.sequential
+    quiet = [block("base", r, 80e-6, spread=0.0005) for r in range(1, 5)]
+    usual = usual_spread(quiet)
+    assert usual == pytest.approx(quiet[0].spread())
+    for spread, expected in ((0.0005, False), (0.004, False), (0.02, True)):
+        candidate = block("head", 5, 80e-6, spread=spread)
+        assert disturbed(candidate, usual, seq.disturbed_factor, seq.disturbed_floor) \
+            is expected, spread
+    # below the floor a quiet kernel's block is kept, however many times its usual
+    tiny = block("head", 5, 80e-6, spread=0.0008)
+    assert tiny.spread() > seq.disturbed_factor * usual / 100
+    assert not disturbed(tiny, usual / 100, seq.disturbed_factor, seq.disturbed_floor)
+    assert not disturbed(candidate, None, seq.disturbed_factor, seq.disturbed_floor)
+    assert not disturbed(candidate, usual, 0, seq.disturbed_floor)  # 0: never
+
+
+def test_a_round_measured_again_counts_with_its_second_try(th) -> None:
+    data = case(NORM, [1.0] * 3, [1.0] * 3)
+    data.blocks[2:4] = [block("base", 2, 1.0), block("head", 2, 1.3)]  # disturbed first try
+    data.blocks += [block("head", 2, 1.0), block("base", 2, 1.0)]
+    for b in data.blocks[-2:]:
+        b.retry = 1
+    base, head = data.pairs()[1]
+    assert (base.retry, head.retry) == (1, 1) and head.median() == 1.0
+    assert replay([data], th)[0].verdict == "SAME"
+
+
+def test_a_disturbed_round_is_measured_again_and_the_first_try_kept(tmp_path: Path, th) -> None:
+    """A/A of a 80 us kernel: in round 2 the base block's trials read +20% and scatter
+    (a block on an H200 read 95-101 us against 80 us so). The round is measured again,
+    both sides; the first try stays in blocks.jsonl; the verdict is SAME. Without the
+    second try, the one round makes the interval too wide for SAME."""
+    wiggle = [1.0, 1.0003, 0.9997, 1.0001, 0.9999]
+    calls: dict[str, int] = {}
+
+    class Disturbing(OpLog):
+        def request(self, message: dict, timeout_s: float) -> dict:
+            out = super().request(message, timeout_s)
+            if message["op"] == "measure":
+                calls[self.side] = calls.get(self.side, 0) + 1
+                hit = self.side == "base" and calls["base"] == 2
+                out["samples"] = [80e-6 * w * (1.2 + 0.05 * k if hit else 1) for k, w in
+                                  enumerate(wiggle)]
+                out["measurement"]["at_cap"] = False
+            return out
+
+    clients: dict = {}
+
+    def make_client(slot: str, **kw) -> OpLog:
+        return clients.setdefault(slot, Disturbing(slot, []))
+
+    cases = [{"name": NORM, "kind": "time", "spec": {"case": "norm"}}]
+    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
+                        [Lane(cases=[NORM])])
+    lines: list[str] = []
+    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lines.append)
+    try:
+        run.run()
+    finally:
+        run.retire_workers()
+    again = [line for line in lines if "measured again" in line]
+    assert len(again) == 1 and again[0].startswith("round 2:") and "base block" in again[0]
+    rows = [json.loads(line) for line in (tmp_path / "blocks.jsonl").open()]
+    second = [r for r in rows if r["round"] == 2]
+    assert [(r["side"], r["retry"]) for r in second] in (
+        [("base", 0), ("head", 0), ("base", 1), ("head", 1)],
+        [("head", 0), ("base", 0), ("head", 1), ("base", 1)])
+    verdict = run.verdicts()[0]
+    assert verdict.verdict == "SAME" and verdict.rounds_again == 1
+    assert "| 3 (1 again) |" in report.table_lines([verdict], False)[-1]
+    without_retry = case_data(cases, [r for r in rows if not r["retry"]])
+    assert replay(without_retry, th)[0].verdict != "SAME"

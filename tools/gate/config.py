@@ -51,6 +51,8 @@ class Sequential:
     trials_at_cap: int = 0  # a block whose warm-up ended at the power cap (0: trials_per_block)
     placements: int = 0  # a block's inputs and flush buffer moved to this many new places
     spending_power: float = 1.0  # alpha and beta spent over looks as (look/looks)**power
+    disturbed_factor: float = 0.0  # a block's trials this many times the case's usual spread
+    disturbed_floor: float = 0.0  # ... and above this: its round is measured again (0: never)
 
     @property
     def looks(self) -> int:

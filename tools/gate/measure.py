@@ -35,7 +35,7 @@ from harness.worker import (
 )
 from tools.gate.blocks import BlockLog, block_of, case_data, case_wall_s, failed_block
 from tools.gate.config import Thresholds
-from tools.gate.model import SIDES, Block
+from tools.gate.model import SIDES, Block, disturbed, usual_spread
 from tools.gate.plan import GatePlan, Lane, stack_path
 from tools.gate.sequential import awaiting_confirmation, key, replay
 
@@ -180,7 +180,7 @@ class Run:
 
     # ---- measuring
     def measure_block(self, lane: Lane, case: dict[str, Any], side: str, round_: int,
-                      confirm: bool = False) -> Block:
+                      confirm: bool = False, retry: int = 0) -> Block:
         seq = self.th.sequential
         plan = {"trials": seq.trials_per_block, "energy_s": 0,
                 **({"trials_at_cap": seq.trials_at_cap} if seq.trials_at_cap else {}),
@@ -192,7 +192,7 @@ class Run:
             block = block_of(result, side, round_, confirm, self.generation)
         except (RemoteError, RemoteSkip, WorkerError) as err:
             block = failed_block(side, round_, err, confirm, self.generation)
-        block.wall_s = time.monotonic() - start
+        block.wall_s, block.retry = time.monotonic() - start, retry
         self.record(case, block, lane)
         return block
 
@@ -270,9 +270,34 @@ class Run:
                 self.wait_for_ahead()
             # A B, then B A, ... for every case: what drifts within a round cancels
             order = SIDES if (number + self.index[name]) % 2 == 0 else SIDES[::-1]
-            for side in order:
-                if self.measure_block(lane, case, side, number, confirm).status != "ok":
-                    break
+            why = self.disturbance(name, self.measure_sides(lane, case, order, number, confirm))
+            if why:
+                self.log(f"round {number}: {name} measured again: {why}")
+                self.measure_sides(lane, case, order, number, confirm, retry=1)
+
+    def measure_sides(self, lane: Lane, case: dict[str, Any], order: Sequence[str],
+                      number: int, confirm: bool, retry: int = 0) -> list[Block]:
+        blocks = []
+        for side in order:
+            blocks.append(self.measure_block(lane, case, side, number, confirm, retry))
+            if blocks[-1].status != "ok":
+                break
+        return blocks
+
+    def disturbance(self, name: str, blocks: Sequence[Block]) -> str:
+        """Why a round's blocks are to be measured again ('' if they are not): one of
+        them is disturbed next to the case's other blocks (``model.disturbed``)."""
+        seq = self.th.sequential
+        if len(blocks) < 2 or any(b.status != "ok" for b in blocks):
+            return ""
+        history = case_data([self.by_name[name]], self.rows)[0].blocks
+        earlier, mine = history[:-len(blocks)], history[-len(blocks):]
+        for i, block in enumerate(mine):
+            usual = usual_spread(earlier + mine[:i] + mine[i + 1:])
+            if disturbed(block, usual, seq.disturbed_factor, seq.disturbed_floor):
+                return (f"the {block.side} block's trials spread {block.spread():.2%}, "
+                        f"the case's usual {usual:.2%}")
+        return ""
 
     def pair_due(self) -> bool:
         """Whether a fresh pair of workers takes over before the next round: the pair

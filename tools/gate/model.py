@@ -48,6 +48,13 @@ class Block:
     wall_s: float = 0.0
     warmup_s: float | None = None  # how long its warm-up ran (records before: unknown)
     at_cap: bool | None = None  # its warm-up ended at the power cap (so it took trials_at_cap)
+    retry: int = 0  # 1: its round was measured again, a block of the first try disturbed
+
+    def spread(self) -> float:
+        """How far its trials disagree: their standard deviation over their mean."""
+        if len(self.samples) < 2:
+            return 0.0
+        return statistics.pstdev(self.samples) / statistics.fmean(self.samples)
 
     def median(self) -> float:
         return statistics.median(self.samples) if self.samples else float(self.value)
@@ -86,9 +93,10 @@ class CaseData:
 
     def pairs(self, upto: int | None = None, confirm: bool | None = False
               ) -> list[tuple[Block, Block]]:
-        """(base, head) of every round both measured (rounds <= ``upto``)."""
+        """(base, head) of every round both measured (rounds <= ``upto``); of a round
+        measured again, its second try."""
         by_round: dict[tuple[int, bool], dict[str, Block]] = {}
-        for b in self.blocks:
+        for b in sorted(self.blocks, key=lambda b: b.retry):
             if b.status == "ok" and (confirm is None or b.confirm == confirm) and (
                     upto is None or b.round <= upto):
                 by_round.setdefault((b.round, b.confirm), {})[b.side] = b
@@ -101,6 +109,22 @@ class CaseData:
         for pair in self.pairs(upto, confirm):
             out.setdefault(pair[0].generation, []).append(pair)
         return [out[g] for g in sorted(out)]
+
+
+def usual_spread(blocks: Sequence[Block]) -> float | None:
+    """The median spread of the trials of measured blocks (None if there are none)."""
+    spreads = [b.spread() for b in blocks if b.status == "ok" and len(b.samples) > 1]
+    return statistics.median(spreads) if spreads else None
+
+
+def disturbed(block: Block, usual: float | None, factor: float, floor: float) -> bool:
+    """Whether a block's trials disagree far more than ``usual`` (its case's other blocks').
+
+    Such a block caught something besides the code: in four gate A/As on an H200, the
+    thresholds' rule (10 times, 0.25%) picked 17 of 236 rounds, among them 6 of the 7
+    rounds of unchanged kernels that read more than 2% off, -12% and -8% too (docs/perf.md,
+    "Late night of 2026-12-01"). Its round is measured again."""
+    return factor > 0 and usual is not None and block.spread() > max(factor * usual, floor)
 
 
 @dataclass
@@ -119,6 +143,7 @@ class Verdict:
     p_value: float | None = None
     q_value: float | None = None
     rounds: int = 0
+    rounds_again: int = 0  # of them, rounds measured a second time (a block was disturbed)
     look: int | None = None
     clock_base_mhz: float | None = None
     clock_head_mhz: float | None = None
@@ -260,6 +285,7 @@ def assess(data: CaseData, th: Thresholds, upto: int | None) -> Verdict | _Teste
         return v
     pairs = data.pairs(upto)
     v.rounds = len(pairs)
+    v.rounds_again = sum(1 for b, h in pairs if b.retry or h.retry)
     if not pairs:
         v.reason = "no round measured both sides"
         return v

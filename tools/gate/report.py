@@ -65,6 +65,12 @@ def fmt_clocks(v: Verdict) -> str:
                    " (outside)" if v.attribution == "environment" else "")
 
 
+def fmt_rounds(v: Verdict) -> str:
+    if not v.rounds:
+        return "—"
+    return f"{v.rounds} ({v.rounds_again} again)" if v.rounds_again else str(v.rounds)
+
+
 def fmt_verdict(v: Verdict) -> str:
     text = f"**{v.verdict}**"
     return f"{text}: {md(v.reason)}" if v.reason else text
@@ -90,7 +96,7 @@ def table_lines(verdicts: Sequence[Verdict], multi_env: bool, max_rows: int = 60
         col = f" {md(extra.get(v.case, '—'))} |" if extra is not None else ""
         lines.append(f"| {md(name)} |{col} {fmt_value(v.before, v.unit)} | "
                      f"{fmt_value(v.after, v.unit)} | {fmt_ratio(v)} | {fmt_clocks(v)} | "
-                     f"{v.rounds or '—'} | {fmt_verdict(v)} |")
+                     f"{fmt_rounds(v)} | {fmt_verdict(v)} |")
     if len(rows) > max_rows:
         lines.append(f"\n… and {len(rows) - max_rows} more rows in {json_name}.")
     return lines
