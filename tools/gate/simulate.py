@@ -50,11 +50,13 @@ class Noise:
 # (sequential.trials_at_cap), so 0.8% / sqrt(3), and the night's A/A measured the capped
 # cases' rounds at 0.2-1.0% (sd), where this model gives 0.76%. Bandwidth-bound kernels
 # with their buffers moved every block (sequential.placements): RMSNorm's blocks
-# scattered 0.14% inside a worker and its workers sat 0.13% apart; the decode16 GEMM's
-# 0.32% and 0.4%.
+# scattered 0.14% inside a worker and its workers sat 0.13% apart. The decode16 GEMMs
+# (TileLang, Triton): in the gates' A/As their rounds, a new pair each, scattered 0.8-0.9%
+# (pooled sd, disturbed rounds left out; docs/perf.md "Late night"): 0.35% a block and
+# 0.55% a worker give 0.92%.
 H200 = {"compute": Noise(block=0.0045, drift=0.02, worker=0.003, df=4.0),
         "bandwidth": Noise(block=0.0015, drift=0.002, worker=0.0012, df=4.0),
-        "decode": Noise(block=0.0032, drift=0.002, worker=0.0037, df=4.0)}
+        "decode": Noise(block=0.0035, drift=0.002, worker=0.0055, df=4.0)}
 
 
 def _draw(rng: np.random.Generator, noise: Noise) -> float:
