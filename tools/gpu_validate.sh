@@ -19,6 +19,10 @@
 #                              goes on with a gate the call's limit cut off
 #                              (GATE_THRESHOLDS: another thresholds.json, e.g. a smaller
 #                              gate_wall_s to fit a device call)
+#   asv-edit:<op>:<regex>      commits a new source for <op>'s Triton kernel (a comment in its
+#                              @triton.jit body, which Triton's cache key hashes), then asv on
+#                              <regex>; prints each case's "kperf: ... compiled / from the
+#                              compile cache" line: only <op>'s Triton cases should compile
 #   blocks:<file>              tools.blocks experiments (noise structure, an energy edit)
 #   probe                      how often NVML's energy counter moves under load
 #   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
@@ -68,6 +72,22 @@ for step in "$@"; do
       mkdir -p "$out/worker-logs" && cp /tmp/kperf-workers-"$(id -u)"/*.log "$out/worker-logs/" 2>/dev/null
       tar -czf "$out/asv_results.tgz" .asv/results .asv/records -C "$out" asv.log worker-logs \
         && rm -r "$out/asv.log" "$out/worker-logs" ;;
+    asv-edit:*)
+      IFS=: read -r _ op regex <<<"$step"
+      python3 - "kernels/$op/triton_$op.py" <<'EDIT'
+import re, sys, time
+path = sys.argv[1]
+text = open(path).read()
+head = re.search(r"@triton\.jit\n(?:\s*@.*\n)*def [^(]*\((?:[^)]|\n)*\)[^:]*:\n", text)
+assert head, f"{path}: no @triton.jit function"
+edited = text[:head.end()] + f"    # edited {time.strftime('%H:%M:%S')}\n" + text[head.end():]
+open(path, "w").write(edited)
+EDIT
+      commit -am "edit: a new source for $op's Triton kernel (a comment in its body)"
+      /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.bench --no-publish \
+        -b "$regex" > "$out/asv-edit.log" 2>&1
+      grep -E "kperf: |asv wall" "$out/asv-edit.log" | sort | uniq | tail -60
+      tar -czf "$out/asv_edit_results.tgz" .asv/results -C "$out" asv-edit.log && rm "$out/asv-edit.log" ;;
     blocks:*)
       timeout "$limit" python3 -m tools.blocks --file "${step#blocks:}" --out "$out/blocks"
       tar -czf "$out/blocks.tgz" -C "$out" blocks && rm -r "$out/blocks" ;;
