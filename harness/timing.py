@@ -11,7 +11,10 @@ have settled. Two ways to time an execution:
   events around each replay. For short kernels, where a launch costs more than the work.
 
 Host timers are used only to bound the loop and to place telemetry windows, never as
-the measured quantity.
+the measured quantity; and, as a diagnostic beside each trial, to say how far the host
+was ahead of the GPU when it had queued the trial's last rep (``reps_queued``). A host
+that keeps ahead leaves many reps queued; about one means the GPU waited for the host,
+and then the events' intervals can hold the host's launch latency too.
 """
 
 from __future__ import annotations
@@ -88,6 +91,7 @@ class Measurement:
     energy_per_call_j: float | None = None
     energy_burst: dict[str, Any] | None = None  # calls, span, joules, device seconds
     at_cap: bool = False  # the warm-up ended with the board's power at the cap (cap_fraction)
+    reps_queued: list[float | None] = field(default_factory=list)  # per trial (module doc)
 
     def asv_result(self) -> dict[str, Any]:
         """The shape asv parses as a timing: median, CI and Mann-Whitney over samples."""
@@ -108,6 +112,7 @@ class _Runner:
         self.calls_per_rep = 1
         self._replay: Callable[[], None] | None = None
         self._next = 0
+        self.reps_queued: float | None = None  # of the last ``time_reps`` (module doc)
 
     def _call(self) -> None:
         self.calls[self._next % len(self.calls)]()
@@ -149,9 +154,19 @@ class _Runner:
             start.record()
             self._rep()
             end.record()
+        queued_at = time.perf_counter()
         dev.synchronize()
+        drained_s = time.perf_counter() - queued_at
+        span_s = pairs[0][0].elapsed_time(pairs[-1][1]) * 1e-3
+        self.reps_queued = reps_queued(drained_s, span_s, reps)
         per = self.calls_per_rep
         return [s.elapsed_time(e) * 1e-3 / per for s, e in pairs]
+
+
+def reps_queued(drained_s: float, span_s: float, reps: int) -> float | None:
+    """Reps of GPU work still queued when the host had queued the last one: the host's
+    wait in ``synchronize`` over the GPU's time per rep (None if that is unknown)."""
+    return drained_s / (span_s / reps) if span_s > 0 and reps > 0 else None
 
 
 def _spread(values: Sequence[float]) -> float:
@@ -183,12 +198,13 @@ def measure(
     with Sampler(source, period_s=sampler_period_s) as sampler:
         warm = _warm_up(runner, reps, plan, sampler, clock)
         trials = plan.trials_at_cap if warm.at_cap and plan.trials_at_cap else plan.trials
-        samples, windows, spans = [], [], []
+        samples, windows, spans, queued = [], [], [], []
         for _ in range(trials):
             t0 = clock()
             times = runner.time_reps(reps)
             t1 = clock()
             samples.append(statistics.median(times))
+            queued.append(runner.reps_queued)
             windows.append(sampler.window(t0, t1))
             spans.append(t1 - t0)
         burst = _energy_burst(runner, plan, sampler, statistics.median(samples), clock)
@@ -225,6 +241,7 @@ def measure(
         trial_spans_s=spans,
         energy_per_call_j=energy_per_call,
         energy_burst=burst,
+        reps_queued=queued,
     )
 
 

@@ -612,3 +612,15 @@ def test_a_disturbed_round_is_measured_again_and_the_first_try_kept(tmp_path: Pa
     assert "| 3 (1 again) |" in report.table_lines([verdict], False)[-1]
     without_retry = case_data(cases, [r for r in rows if not r["retry"]])
     assert replay(without_retry, th)[0].verdict != "SAME"
+
+
+def test_a_block_keeps_how_far_the_host_was_ahead_in_each_trial() -> None:
+    from tools.gate.blocks import block_of
+
+    windows = [{"sm_clock_mhz_median": 1980.0, "power_w_mean": 450.0, "power_limit_w": 700.0,
+                "throttle_bits_or": 0}] * 2
+    result = {"samples": [80e-6, 80e-6], "measurement": {
+        "windows": windows, "telemetry_backend": "nvml", "reps_queued": [250.0, 0.7]}}
+    assert block_of(result, "head", 1, False).reps_queued == [250.0, 0.7]
+    del result["measurement"]["reps_queued"]  # a worker of before: unknown
+    assert block_of(result, "head", 1, False).reps_queued == []

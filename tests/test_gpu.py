@@ -50,6 +50,39 @@ def test_two_microsecond_kernel_reads_its_graph_replay_time():
     assert got == pytest.approx(reference, rel=0.10)
 
 
+def test_trials_say_when_the_host_fell_behind_the_gpu():
+    """A ~50 us kernel behind an L2 flush: a host that queues it normally is far ahead of
+    the GPU when it has queued a trial's last rep; one that spins 300 us before each
+    launch is not, and the events then read the launch latency too (harness/timing.py,
+    ``reps_queued``)."""
+    import time
+
+    import torch
+
+    from harness.device import TorchDevice
+    from harness.timing import Plan, measure
+
+    x = torch.randn(1 << 25, device="cuda")  # 128 MB in, 128 MB out: ~50 us on an H200
+    y = torch.empty_like(x)
+    fn = lambda: torch.mul(x, 2.0, out=y)
+
+    def slow_host() -> None:
+        until = time.perf_counter() + 300e-6
+        while time.perf_counter() < until:
+            pass
+        fn()
+
+    plan = Plan(trials=3, warmup_min_s=0.0)
+    device = TorchDevice(flush_bytes=1 << 27)
+    steady, slow = measure([fn], device, plan), measure([slow_host], device, plan)
+    print(f"steady {statistics.median(steady.samples) * 1e6:.1f} us, reps queued "
+          f"{steady.reps_queued}; slow host {statistics.median(slow.samples) * 1e6:.1f} us, "
+          f"reps queued {slow.reps_queued}")
+    assert min(steady.reps_queued) > 3
+    assert max(slow.reps_queued) < 2
+    assert statistics.median(slow.samples) > 1.5 * statistics.median(steady.samples)
+
+
 @pytest.mark.parametrize("backend", ["tilelang", "triton", "torch"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_gemm_is_correct_on_the_gpu(backend, dtype):

@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from harness.timing import Plan, _cap_wait_s, _settled, measure
+from harness.timing import Plan, _cap_wait_s, _settled, measure, reps_queued
 
 from .fakes import FakeGpu, FakeKernel
 
@@ -23,6 +23,17 @@ def test_long_kernel_is_event_timed_with_a_flush_per_rep():
     for s in m.samples:  # the flush hides the launch gap: the kernel's own time is read
         assert s == pytest.approx(200e-6, rel=1e-6)
     assert m.asv_result() == {"samples": m.samples, "number": m.number}
+
+
+def test_each_trial_says_how_many_reps_the_host_had_queued_ahead():
+    # the GPU's time per rep is span / reps; the host's wait in synchronize is the rest
+    assert reps_queued(drained_s=0.040, span_s=0.100, reps=1000) == pytest.approx(400)
+    assert reps_queued(drained_s=80e-6, span_s=0.100, reps=1000) == pytest.approx(0.8)
+    assert reps_queued(drained_s=0.01, span_s=0.0, reps=10) is None
+    gpu = FakeGpu()
+    m = measure([FakeKernel(gpu, cycles=1500e6 * 200e-6)], gpu, Plan(**FAST))
+    assert len(m.reps_queued) == len(m.samples) == 8
+    assert all(q is not None and q >= 0 for q in m.reps_queued)
 
 
 def test_short_kernel_switches_to_graph_replay_and_hides_launch_overhead():

@@ -32,6 +32,7 @@ def block_summary(result: dict[str, Any]) -> dict[str, Any]:
     return {"samples": result["samples"], "number": result["number"],
             "warmup_s": m["warmup_s"], "warmup_trials": m["warmup_trials"],
             "settled": m["settled"], "windows": m["windows"], "pid": result["pid"],
+            "reps_queued": m.get("reps_queued", []),
             "energy_per_call_j": result["energy_per_call_j"], "t": result["measured_at"]}
 
 

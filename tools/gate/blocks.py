@@ -80,7 +80,8 @@ def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool,
                  power_limit_w=min(limits) if limits else None,
                  throttle_bits=or_bits(w.get("throttle_bits_or") for w in windows),
                  backend=m["telemetry_backend"], confirm=confirm, generation=generation,
-                 warmup_s=m.get("warmup_s"), at_cap=m.get("at_cap"))
+                 warmup_s=m.get("warmup_s"), at_cap=m.get("at_cap"),
+                 reps_queued=list(m.get("reps_queued", [])))
 
 
 def failed_block(side: str, round_: int, err: Exception, confirm: bool = False,
