@@ -8,7 +8,11 @@
 #   noise                      tools.noise collect (gate statistics offline)
 #   sampler                    paired sampler A/B (SAMPLER_PAIRS per kernel, default 60)
 #   perf:<ops>[:cases[:per-op[:dtypes]]]   tools.perf (PERF_PLAN, PERF_VARIANTS: JSON)
-#   asv:<regex>                tools.bench --no-publish on matching benchmarks
+#   asv:<regex>                tools.bench --no-publish on matching benchmarks (asv merges the
+#                              results of several such steps for one commit; a step cut off
+#                              keeps none of its asv results, only the harness's records, so
+#                              each must fit its call)
+#   cold                       removes the compile caches (.cache) and asv's environments
 #   gate:<aa|inject|again|resume>[:regex]   tools.gate HEAD~1 -> HEAD (default: the PR subset), where
 #                              aa commits comment-only edits of every kernel file, inject one that
 #                              grows GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
@@ -70,8 +74,11 @@ for step in "$@"; do
         -b "$regex" > "$out/asv.log" 2>&1
       tail -25 "$out/asv.log"
       mkdir -p "$out/worker-logs" && cp /tmp/kperf-workers-"$(id -u)"/*.log "$out/worker-logs/" 2>/dev/null
-      tar -czf "$out/asv_results.tgz" .asv/results .asv/records -C "$out" asv.log worker-logs \
+      n=$(ls "$out"/asv-*.tgz 2>/dev/null | wc -l)  # one file per asv step of the call
+      tar -czf "$out/asv-$n.tgz" .asv/results .asv/records -C "$out" asv.log worker-logs \
         && rm -r "$out/asv.log" "$out/worker-logs" ;;
+    cold)
+      rm -rf .cache .asv/env && echo "compile caches and asv environments removed" ;;
     asv-edit:*)
       IFS=: read -r _ op regex <<<"$step"
       python3 - "kernels/$op/triton_$op.py" <<'EDIT'
