@@ -565,6 +565,10 @@ def test_a_round_measured_again_counts_with_its_second_try(th) -> None:
     base, head = data.pairs()[1]
     assert (base.retry, head.retry) == (1, 1) and head.median() == 1.0
     assert replay([data], th)[0].verdict == "SAME"
+    # a second try cut off after one side: the round stands as first measured, one pair
+    data.blocks.pop()
+    base, head = data.pairs()[1]
+    assert (base.retry, head.retry) == (0, 0) and head.median() == 1.3
 
 
 def test_a_disturbed_round_is_measured_again_and_the_first_try_kept(tmp_path: Path, th) -> None:

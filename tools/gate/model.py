@@ -95,13 +95,18 @@ class CaseData:
     def pairs(self, upto: int | None = None, confirm: bool | None = False
               ) -> list[tuple[Block, Block]]:
         """(base, head) of every round both measured (rounds <= ``upto``); of a round
-        measured again, its second try."""
-        by_round: dict[tuple[int, bool], dict[str, Block]] = {}
-        for b in sorted(self.blocks, key=lambda b: b.retry):
+        measured again, its second try, if both sides got one."""
+        tries: dict[tuple[int, bool], dict[int, dict[str, Block]]] = {}
+        for b in self.blocks:
             if b.status == "ok" and (confirm is None or b.confirm == confirm) and (
                     upto is None or b.round <= upto):
-                by_round.setdefault((b.round, b.confirm), {})[b.side] = b
-        return [(r["base"], r["head"]) for _, r in sorted(by_round.items()) if len(r) == 2]
+                tries.setdefault((b.round, b.confirm), {}).setdefault(b.retry, {})[b.side] = b
+        out = []
+        for _, by_try in sorted(tries.items()):
+            whole = [sides for _, sides in sorted(by_try.items()) if len(sides) == 2]
+            if whole:
+                out.append((whole[-1]["base"], whole[-1]["head"]))
+        return out
 
     def groups(self, upto: int | None = None, confirm: bool | None = False
                ) -> list[list[tuple[Block, Block]]]:
