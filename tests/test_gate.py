@@ -16,17 +16,10 @@ from tools.config import ConfigError
 from tools.gate import cli, report
 from tools.gate.blocks import case_data
 from tools.gate.config import Thresholds, parse_bits
+from tools.gate.disturbed import disturbed, usual_spread
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
 from tools.gate.measure import Run
-from tools.gate.model import (
-    Block,
-    CaseData,
-    Verdict,
-    attribute,
-    decide_look,
-    disturbed,
-    usual_spread,
-)
+from tools.gate.model import Block, CaseData, Verdict, attribute, decide_look
 from tools.gate.plan import Lane
 from tools.gate.sequential import confirm, exit_code, replay
 
@@ -628,3 +621,41 @@ def test_a_block_keeps_how_far_the_host_was_ahead_in_each_trial() -> None:
     assert block_of(result, "head", 1, False).reps_queued == [250.0, 0.7]
     del result["measurement"]["reps_queued"]  # a worker of before: unknown
     assert block_of(result, "head", 1, False).reps_queued == []
+
+
+def test_a_run_cut_off_measures_no_block_more(tmp_path: Path, th) -> None:
+    """SIGTERM or Ctrl-C in the middle of a round: the block being measured ends, and no
+    other is started (after a device call's SIGTERM an H200 gate measured the rest of its
+    round, the first block 20% slow)."""
+    import _thread
+    import time
+
+    measures: list[str] = []
+
+    class Interrupting(OpLog):
+        def request(self, message: dict, timeout_s: float) -> dict:
+            if message["op"] == "measure":
+                measures.append(message["spec"]["case"])
+                if len(measures) == 3:
+                    _thread.interrupt_main()  # a signal while the third block is measured
+                    time.sleep(1.0)  # the block's own time
+            return super().request(message, timeout_s)
+
+    clients: dict = {}
+
+    def make_client(slot: str, **kw) -> OpLog:
+        return clients.setdefault(slot, Interrupting(slot, []))
+
+    names = [f"c{i}" for i in range(4)]
+    cases = [{"name": n, "kind": "time", "spec": {"case": n}} for n in names]
+    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
+                        [Lane(cases=names)])
+    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lambda s: None)
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            run.run()
+        finally:
+            run.retire_workers()
+    assert len(measures) == 3, measures  # a round of 4 cases would have taken 8 blocks
+    rows = [json.loads(line) for line in (tmp_path / "blocks.jsonl").open()]
+    assert len(rows) == 3  # all that was measured is kept for --resume

@@ -1,10 +1,8 @@
 """Measuring a gate: a measurement worker per side and GPU, rounds of blocks until every
 case is decided or the budget is spent, a fresh pair of workers for each round.
 
-Both sides (built by tools/gate/plan.py) live in two workers at once and are measured
-next to each other in every round, without a reinstall or a compile between them. Both
-are measured by the working tree's ``harness`` and ``benchmarks`` (one instrument for
-both sides).
+Both sides (built by tools/gate/plan.py) live in two workers at once, measured next to
+each other in every round by the working tree's ``harness`` and ``benchmarks``.
 
 Everything measured is appended to ``blocks.jsonl`` as it happens (one JSON line per
 block, flushed and synced); ``gate-state.json`` says what the run is. A run that is cut
@@ -35,7 +33,9 @@ from harness.worker import (
 )
 from tools.gate.blocks import BlockLog, block_of, case_data, case_wall_s, failed_block
 from tools.gate.config import Thresholds
-from tools.gate.model import SIDES, Block, disturbed, usual_spread
+from tools.gate.disturbed import disturbance
+from tools.gate.jobs import join, threads
+from tools.gate.model import SIDES, Block
 from tools.gate.plan import GatePlan, Lane, stack_path
 from tools.gate.sequential import awaiting_confirmation, key, replay
 
@@ -77,7 +77,11 @@ class Run:
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kperf-ahead")
         self.waited_s = 0.0  # blocks waiting for the next pair's imports, this round
         self.prepare_lock = threading.Lock()
+        self.stopping = threading.Event()  # the run was cut off: no block more
         self.started = time.monotonic() - sum(r.get("wall_s", 0.0) for r in self.rows)
+
+    def threads(self, workers: int) -> contextlib.AbstractContextManager[ThreadPoolExecutor]:
+        return threads(workers, self.stopping)
 
     # ---- workers
     def client(self, lane: Lane, side: str, static: bool = False,
@@ -145,7 +149,7 @@ class Run:
         if self.ahead is not None and not self.ahead[1].done():
             start = time.monotonic()
             with contextlib.suppress(RemoteError, RemoteSkip, WorkerError):
-                self.ahead[1].result()
+                join([self.ahead[1]])
             self.waited_s += time.monotonic() - start
 
     def _take_ahead(self, generation: int) -> str:
@@ -217,9 +221,8 @@ class Run:
                     self.record(case, failed_block(side, round_, err, confirm,
                                                    self.generation), lane)
 
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            for job in [pool.submit(side_job, side) for side in SIDES]:
-                job.result()
+        with self.threads(2) as pool:
+            join([pool.submit(side_job, side) for side in SIDES])
 
     def note_prepare(self, case: dict[str, Any], side: str, wall_s: float, reply: Any) -> None:
         """One line of ``prepares.jsonl``: what a new pair's preparation of a case cost
@@ -268,6 +271,8 @@ class Run:
             case = self.by_name[name]
             if not self.was_at_cap(name):
                 self.wait_for_ahead()
+            if self.stopping.is_set():
+                return
             # A B, then B A, ... for every case: what drifts within a round cancels
             order = SIDES if (number + self.index[name]) % 2 == 0 else SIDES[::-1]
             why = self.disturbance(name, self.measure_sides(lane, case, order, number, confirm))
@@ -277,27 +282,22 @@ class Run:
 
     def measure_sides(self, lane: Lane, case: dict[str, Any], order: Sequence[str],
                       number: int, confirm: bool, retry: int = 0) -> list[Block]:
-        blocks = []
+        blocks: list[Block] = []
         for side in order:
+            if self.stopping.is_set():
+                break
             blocks.append(self.measure_block(lane, case, side, number, confirm, retry))
             if blocks[-1].status != "ok":
                 break
         return blocks
 
     def disturbance(self, name: str, blocks: Sequence[Block]) -> str:
-        """Why a round's blocks are to be measured again ('' if they are not): one of
-        them is disturbed next to the case's other blocks (``model.disturbed``)."""
-        seq = self.th.sequential
+        """Why a round's blocks are to be measured again ('' if they are not)."""
         if len(blocks) < 2 or any(b.status != "ok" for b in blocks):
             return ""
+        seq = self.th.sequential
         history = case_data([self.by_name[name]], self.rows)[0].blocks
-        earlier, mine = history[:-len(blocks)], history[-len(blocks):]
-        for i, block in enumerate(mine):
-            usual = usual_spread(earlier + mine[:i] + mine[i + 1:])
-            if disturbed(block, usual, seq.disturbed_factor, seq.disturbed_floor):
-                return (f"the {block.side} block's trials spread {block.spread():.2%}, "
-                        f"the case's usual {usual:.2%}")
-        return ""
+        return disturbance(history, len(blocks), seq.disturbed_factor, seq.disturbed_floor)
 
     def pair_due(self) -> bool:
         """Whether a fresh pair of workers takes over before the next round: the pair
@@ -333,7 +333,7 @@ class Run:
         """Measure until every case is decided; returns why the rounds stopped."""
         statics = [(c, lane) for lane in self.plan.lanes for c in map(self.by_name.get, lane.cases)
                    if c["kind"] == "static" and not any(r["case"] == c["name"] for r in self.rows)]
-        with ThreadPoolExecutor(max_workers=2) as pool:
+        with self.threads(2) as pool:
             static_jobs = [pool.submit(self.static, c, lane) for c, lane in statics]
             if self.rounds_done() == 0:  # the first pair (a resumed run's: a new generation)
                 for lane in self.plan.lanes:
@@ -341,8 +341,7 @@ class Run:
                                         if self.by_name[n]["kind"] == "time"])
                 self.pair_rounds = 0
             stopped = self._rounds()
-            for job in static_jobs:
-                job.result()
+            join(static_jobs)
         self._confirm()
         return stopped
 
@@ -364,10 +363,9 @@ class Run:
             self.log(f"round {number}: " + ", ".join(
                 f"{len(v)} case(s) on {k}" for k, v in lanes.items() if v)
                 + f" ({self.elapsed():.0f} s)")
-            with ThreadPoolExecutor(max_workers=len(self.plan.lanes)) as pool:
-                for job in [pool.submit(self.round, lane, number, lanes[lane.label], False)
-                            for lane in self.plan.lanes]:
-                    job.result()
+            with self.threads(len(self.plan.lanes)) as pool:
+                join([pool.submit(self.round, lane, number, lanes[lane.label], False)
+                      for lane in self.plan.lanes])
             self.pair_rounds += 1
 
     def _confirm(self) -> None:
@@ -380,9 +378,7 @@ class Run:
         names = {lane.label: [n for n in lane.cases if n in waiting] for lane in self.plan.lanes}
         self.new_generation(self.generation + 1, names, first, confirm=True)
         for offset in range(self.th.sequential.confirm_rounds):
-            with ThreadPoolExecutor(max_workers=len(self.plan.lanes)) as pool:
-                jobs = [pool.submit(self.round, lane, first + offset,
-                                    [n for n in lane.cases if n in waiting], True)
-                        for lane in self.plan.lanes]
-                for job in jobs:
-                    job.result()
+            with self.threads(len(self.plan.lanes)) as pool:
+                join([pool.submit(self.round, lane, first + offset,
+                                  [n for n in lane.cases if n in waiting], True)
+                      for lane in self.plan.lanes])

@@ -117,22 +117,6 @@ class CaseData:
         return [out[g] for g in sorted(out)]
 
 
-def usual_spread(blocks: Sequence[Block]) -> float | None:
-    """The median spread of the trials of measured blocks (None if there are none)."""
-    spreads = [b.spread() for b in blocks if b.status == "ok" and len(b.samples) > 1]
-    return statistics.median(spreads) if spreads else None
-
-
-def disturbed(block: Block, usual: float | None, factor: float, floor: float) -> bool:
-    """Whether a block's trials disagree far more than ``usual`` (its case's other blocks').
-
-    Such a block caught something besides the code: in four gate A/As on an H200, the
-    thresholds' rule (10 times, 0.25%) picked 17 of 236 rounds, among them 6 of the 7
-    rounds of unchanged kernels that read more than 2% off, -12% and -8% too (docs/perf.md,
-    "Late night of 2026-12-01"). Its round is measured again."""
-    return factor > 0 and usual is not None and block.spread() > max(factor * usual, floor)
-
-
 @dataclass
 class Verdict:
     case: str
