@@ -659,3 +659,13 @@ def test_a_run_cut_off_measures_no_block_more(tmp_path: Path, th) -> None:
     assert len(measures) == 3, measures  # a round of 4 cases would have taken 8 blocks
     rows = [json.loads(line) for line in (tmp_path / "blocks.jsonl").open()]
     assert len(rows) == 3  # all that was measured is kept for --resume
+
+
+def test_rounds_md_shows_each_round_the_verdict_used(th) -> None:
+    data = case(NORM, [1.0] * 5, [1.0, 1.002, 0.999, 1.5, 1.0])
+    data.blocks[2].retry = data.blocks[3].retry = 1  # round 2, measured again
+    verdicts = replay([data], th)
+    assert verdicts[0].verdict == "SAME" and verdicts[0].rounds == 3
+    row = report.rounds_markdown([data], verdicts).splitlines()[-1]
+    assert row.startswith("| bench\\_rmsnorm") and "| SAME |" in row
+    assert "+0.00, +0.20 (again), -0.10, 2 more after the verdict, not used" in row

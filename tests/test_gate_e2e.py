@@ -332,6 +332,9 @@ def test_more_work_is_slow_and_rereading_the_run_gives_the_same_verdicts(toy: di
     assert code == 1, log
     md = (toy["root"] / "out-regressed" / "gate.md").read_text()
     assert md.index("ToyTime") < md.index("ToyRegisters"), "worst case must come first"
+    rounds = (toy["root"] / "out-regressed" / "rounds.md").read_text()
+    row = next(line for line in rounds.splitlines() if "ToyTime" in line)
+    assert "| SLOW |" in row and "(re)" in row and "+10." in row, rounds  # each round +10%
     again, second, log2 = _gate(toy, "regressed", "regressed", extra=("--no-run",))
     assert again == code, log2
     assert [(c["case"], c["verdict"], c["ratio"]) for c in second["cases"]] == \

@@ -121,8 +121,10 @@ def measure(plan: GatePlan, th: Thresholds, resume: bool) -> dict[str, Any]:
     return state
 
 
-def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds) -> list[Verdict]:
-    """Verdicts of a stored run: this version's blocks, or an older gate's asv rounds."""
+def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
+           out_dir: Path | None = None) -> list[Verdict]:
+    """Verdicts of a stored run: this version's blocks, or an older gate's asv rounds.
+    With ``out_dir``, its rounds.md too (report.rounds_markdown)."""
     if state.get("schema") == STATE_SCHEMA:
         rows = BlockLog(pr_dir / "blocks.jsonl").read()
         cases = case_data(state["cases"], rows)
@@ -136,6 +138,9 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds) -> list[Verdict]
                                       state["head"], int(state.get("hash_length", 8)))
         walls = {}
     verdicts = replay(cases, th)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "rounds.md").write_text(report.rounds_markdown(cases, verdicts))
     stopped = state.get("stopped", "the run ended")
     for v in verdicts:
         if not v.decided and walls.get(v.case, 0) >= th.case_wall_s:
@@ -209,7 +214,7 @@ def run(args: argparse.Namespace,
             plan = (make_plan(args, repo, pr_dir, th) if not args.resume
                     else plan_of(state, repo, pr_dir))
             state = measure(plan, th, args.resume)
-        verdicts = decide(pr_dir, state, th)
+        verdicts = decide(pr_dir, state, th, out_dir)
     except GateError as err:
         return fail(out_dir, str(err), err.exit_code, args.label)
     except (ConfigError, PathError) as err:

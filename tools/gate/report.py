@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.gate.errors import STATUS
-from tools.gate.model import Verdict
+from tools.gate.model import CaseData, Verdict
 
 REPORT_SCHEMA = "kperf-gate-2"
 COMMENT_MARKER = "<!-- kperf-gate -->"
@@ -137,6 +137,33 @@ def write_failure(out_dir: Path, message: str, code: int, label: str) -> None:
     text = f"{COMMENT_MARKER}\n{title}\n\n**{STATUS[code]}** (exit {code}): {md(message)}\n"
     write(out_dir, text, {"schema": REPORT_SCHEMA, "exit_code": code, "status": STATUS[code],
                           "error": message, "label": label, "cases": []})
+
+
+def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict]) -> str:
+    """rounds.md: each timed case's rounds, head over base, in measuring order; what a
+    reader checks a verdict by (an INCONCLUSIVE says which rounds disagreed)."""
+    lines = ["# Rounds of each timed case", "",
+             "head / base - 1 per round, in %; *again*: the round was measured a second time "
+             "(a block of its first try was disturbed, docs/gate.md); *re*: measured by a "
+             "fresh pair to confirm a SLOW or FAST; spread: the median sd of a block's "
+             "trials.", "", "| case | verdict | rounds | spread |", "|---|---|---|---|"]
+    verdict = {v.case: v for v in verdicts}
+    for data in cases:
+        v, main = verdict.get(data.name), data.pairs()
+        if v is None or not main or not main[0][0].samples:
+            continue
+        used = main[:v.rounds] + data.pairs(confirm=True)
+        cells = []
+        for base, head in used:
+            note = " (again)" if head.retry or base.retry else ""
+            note += " (re)" if head.confirm else ""
+            cells.append(f"{100 * (head.median() / base.median() - 1):+.2f}{note}")
+        if len(main) > v.rounds:
+            cells.append(f"{len(main) - v.rounds} more after the verdict, not used")
+        spreads = sorted(b.spread() for pair in used for b in pair)
+        lines.append(f"| {md(data.name)} | {v.verdict} | {', '.join(cells)} | "
+                     f"{100 * spreads[len(spreads) // 2]:.2f}% |")
+    return "\n".join(lines) + "\n"
 
 
 def load_report(path: Path) -> dict[str, Any]:
