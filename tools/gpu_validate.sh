@@ -122,6 +122,7 @@ EDIT
         ${regex:+-b "$regex"} ${GATE_THRESHOLDS:+--thresholds "$GATE_THRESHOLDS"} > "$out/gate.log" 2>&1
       echo "gate exit $?"; grep -E "^round|^pair|re-measuring|wall" "$out/gate.log" | tail -30
       sed -n '3,3p;8,40p' .asv/pr-gate/gate.md 2>/dev/null
+      grep -v "| SAME |" .asv/pr-gate/rounds.md 2>/dev/null | sed -n '7,30p'  # what was undecided
       cp "$out/gate.log" .asv/pr-gate/
       mkdir -p .asv/pr-gate/worker-logs  # each pair's start-up and preparation, per worker
       cp /tmp/kperf-workers-"$(id -u)"/*.log .asv/pr-gate/worker-logs/ 2>/dev/null
