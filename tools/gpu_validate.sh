@@ -29,6 +29,8 @@
 #                              compile cache" line: only <op>'s Triton cases should compile
 #   blocks:<file>              tools.blocks experiments (noise structure, an energy edit)
 #   probe                      how often NVML's energy counter moves under load
+#   ctxprobe                   does a process that only imports torch, triton and tilelang (a
+#                              gate worker's "warm") hold a CUDA context on the GPU?
 #   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
 #                              "/tmp/site14 /tmp/site15": two TileLang releases), one asv
 #                              machine per stack, then tools.stackcmp first -> last
@@ -100,6 +102,15 @@ EDIT
       tar -czf "$out/blocks.tgz" -C "$out" blocks && rm -r "$out/blocks" ;;
     probe)
       timeout 60 python3 -m tools.blocks --energy-probe --out "$out/probe.json" ;;
+    ctxprobe)
+      for mods in torch torch,triton torch,triton,tilelang; do
+        python3 -c "import importlib, time
+for m in '$mods'.split(','): importlib.import_module(m)
+print('imported $mods', flush=True); time.sleep(30)" &
+        pid=$!; sleep 25  # the imports take 10-15 s
+        echo "$mods (pid $pid): $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | grep -w $pid || echo 'no CUDA context')"
+        kill $pid 2>/dev/null; wait $pid 2>/dev/null
+      done ;;
     gate:*)
       IFS=: read -r _ mode regex <<<"$step"
       case $mode in
