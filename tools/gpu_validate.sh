@@ -47,6 +47,16 @@ commit() { git -c user.email=k@p -c user.name=kperf commit -q "$@"; }
 # so the tree as sent becomes one (a stash here would measure a stale HEAD instead).
 git add -A && { git diff --cached --quiet || commit -m "working tree as sent"; }
 limit=${STEP_TIMEOUT:-300}
+run_asv() {  # the current commit's benchmarks matching $1, log in $out/asv.log
+  /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.bench --no-publish \
+    -b "$1" > "$out/asv.log" 2>&1
+}
+pack_asv() {  # results, records, the log and the workers' logs: one file per asv step
+  mkdir -p "$out/worker-logs" && cp /tmp/kperf-workers-"$(id -u)"/*.log "$out/worker-logs/" 2>/dev/null
+  local n; n=$(ls "$out"/asv-*.tgz 2>/dev/null | wc -l)
+  tar -czf "$out/asv-$n.tgz" .asv/results .asv/records -C "$out" asv.log worker-logs \
+    && rm -r "$out/asv.log" "$out/worker-logs"
+}
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
   case $step in
@@ -71,14 +81,7 @@ for step in "$@"; do
         --out "$out/perf-$tag.json" > "$out/perf-$tag.log" 2>&1
       grep -v TileLang "$out/perf-$tag.log" | tail -40 ;;
     asv:*)
-      regex=${step#asv:}
-      /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.bench --no-publish \
-        -b "$regex" > "$out/asv.log" 2>&1
-      tail -25 "$out/asv.log"
-      mkdir -p "$out/worker-logs" && cp /tmp/kperf-workers-"$(id -u)"/*.log "$out/worker-logs/" 2>/dev/null
-      n=$(ls "$out"/asv-*.tgz 2>/dev/null | wc -l)  # one file per asv step of the call
-      tar -czf "$out/asv-$n.tgz" .asv/results .asv/records -C "$out" asv.log worker-logs \
-        && rm -r "$out/asv.log" "$out/worker-logs" ;;
+      run_asv "${step#asv:}"; tail -25 "$out/asv.log"; pack_asv ;;
     cold)
       rm -rf .cache .asv/env && echo "compile caches and asv environments removed" ;;
     asv-edit:*)
@@ -93,10 +96,7 @@ edited = text[:head.end()] + f"    # edited {time.strftime('%H:%M:%S')}\n" + tex
 open(path, "w").write(edited)
 EDIT
       commit -am "edit: a new source for $op's Triton kernel (a comment in its body)"
-      /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.bench --no-publish \
-        -b "$regex" > "$out/asv-edit.log" 2>&1
-      grep -E "kperf: |asv wall" "$out/asv-edit.log" | sort | uniq | tail -60
-      tar -czf "$out/asv_edit_results.tgz" .asv/results -C "$out" asv-edit.log && rm "$out/asv-edit.log" ;;
+      run_asv "$regex"; grep -E "kperf: |asv wall" "$out/asv.log" | sort -u | tail -60; pack_asv ;;
     blocks:*)
       timeout "$limit" python3 -m tools.blocks --file "${step#blocks:}" --out "$out/blocks"
       tar -czf "$out/blocks.tgz" -C "$out" blocks && rm -r "$out/blocks" ;;

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -160,9 +161,9 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict]) -> s
             cells.append(f"{100 * (head.median() / base.median() - 1):+.2f}{note}")
         if len(main) > v.rounds:
             cells.append(f"{len(main) - v.rounds} more after the verdict, not used")
-        spreads = sorted(b.spread() for pair in used for b in pair)
+        spread = statistics.median(b.spread() for pair in used for b in pair)
         lines.append(f"| {md(data.name)} | {v.verdict} | {', '.join(cells)} | "
-                     f"{100 * spreads[len(spreads) // 2]:.2f}% |")
+                     f"{100 * spread:.2f}% |")
     return "\n".join(lines) + "\n"
 
 
