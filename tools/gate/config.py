@@ -77,6 +77,7 @@ class Thresholds:
     classes: dict[str, KernelClass]
     rules: tuple[Rule, ...]
     pr_subset: tuple[str, ...]
+    at_cap_class: str = ""  # the class a case at the power cap is judged as, if stricter
 
     @classmethod
     def load(cls, path: Path) -> Thresholds:
@@ -103,7 +104,8 @@ class Thresholds:
             side_share=raw["attribution"]["side_share"],
             power_cap_bits=_masks(bits["power_cap"]),
             environment_bits=_masks(bits["environment"]),
-            classes=classes, rules=rules, pr_subset=tuple(raw["pr_subset"]))
+            classes=classes, rules=rules, pr_subset=tuple(raw["pr_subset"]),
+            at_cap_class=_at_cap_class(path, raw.get("at_cap_class", ""), classes))
 
     def rule_for(self, case_name: str) -> tuple[Rule, KernelClass]:
         for rule in self.rules:
@@ -111,6 +113,26 @@ class Thresholds:
                 return rule, self.classes[rule.klass]
         raise ConfigError(self.path, f"no rule matches case {case_name!r}; add one (a final "
                                      f"'.*' rule catches everything)", "/rules")
+
+
+    def class_at_cap(self, klass: KernelClass, capped_share: float) -> KernelClass:
+        """``klass``, or ``at_cap_class`` for a case whose blocks the power controller
+        mostly held down (``capped_share``), where that class reports only larger changes:
+        there the time follows the board's power, whatever bounds the kernel
+        (docs/gate.md)."""
+        capped = self.classes.get(self.at_cap_class)
+        if (capped is None or klass.exact or capped_share <= 0.5
+                or capped.min_ratio <= klass.min_ratio):
+            return klass
+        return capped
+
+
+def _at_cap_class(path: Path, name: str, classes: dict[str, KernelClass]) -> str:
+    if name and (name not in classes or classes[name].exact):
+        raise ConfigError(path, f"at_cap_class {name!r} is not one of the timed classes "
+                                f"{sorted(n for n, k in classes.items() if not k.exact)}",
+                          "/at_cap_class")
+    return name
 
 
 def _klass(name: str, spec: dict[str, Any]) -> KernelClass:

@@ -57,12 +57,20 @@ class Block:
             return 0.0
         return statistics.pstdev(self.samples) / statistics.fmean(self.samples)
 
-    def median(self) -> float:
-        return statistics.median(self.samples) if self.samples else float(self.value)
+    def level(self) -> float:
+        """Its time per call: at the power cap the mean of its trials, elsewhere their
+        median. At the cap the clock swings in a cycle of ~1 s, so 1.5 s of trials hold a
+        cycle and a half and their median depends on the phase they started at; the mean
+        is the time average a user gets (docs/gate.md, "At the power cap")."""
+        if not self.samples:
+            return float(self.value)
+        return (statistics.fmean if self.at_cap else statistics.median)(self.samples)
 
     def clock(self) -> float | None:
         known = [c for c in self.clocks if c]
-        return statistics.median(known) if known else None
+        if not known:
+            return None
+        return (statistics.fmean if self.at_cap else statistics.median)(known)
 
     def power(self) -> float | None:
         known = [p for p in self.power_w if p]
@@ -70,7 +78,16 @@ class Block:
 
     def energy_per_call_j(self) -> float | None:
         power = self.power()
-        return power * self.median() if power else None
+        return power * self.level() if power else None
+
+    def power_capped(self, th: Thresholds) -> bool:
+        """The power controller lowered its clock: a power-cap throttle bit, where the
+        backend reports bits. Power near the limit alone is not enough: a block after a
+        GEMM reads the board's ~1 s power average high while its own clock stays at the
+        maximum (an H200, 2026-12-01, docs/perf.md 'Before midnight')."""
+        if self.throttle_bits is None:
+            return self.at_limit(th)
+        return bool(self.throttle_bits & th.power_cap_bits.get(self.backend, 0))
 
     def at_limit(self, th: Thresholds) -> bool:
         cap_bits = th.power_cap_bits.get(self.backend, 0)
@@ -91,6 +108,11 @@ class CaseData:
     def side(self, which: str, confirm: bool | None = None) -> list[Block]:
         return [b for b in self.blocks if b.side == which
                 and (confirm is None or b.confirm == confirm)]
+
+    def capped_share(self, th: Thresholds) -> float:
+        """The share of its measured blocks the power controller held down."""
+        known = [b.power_capped(th) for b in self.blocks if b.status == "ok" and b.samples]
+        return sum(known) / len(known) if known else 0.0
 
     def pairs(self, upto: int | None = None, confirm: bool | None = False
               ) -> list[tuple[Block, Block]]:
@@ -147,6 +169,7 @@ class Verdict:
     candidate: str = ""  # SLOW or FAST before the re-measure by fresh workers
     confirmed: bool | None = None
     higher_is_better: bool = False
+    rule_class: str = ""  # the class its rule gives, where the power cap made it ``klass``
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -236,7 +259,7 @@ def log_ratio_groups(groups: Sequence[Sequence[tuple[Block, Block]]],
 
 def _log_ratios(pairs: Sequence[tuple[Block, Block]], cycles: bool) -> list[float]:
     def value(b: Block) -> float:
-        return b.median() * (b.clock() or 1.0) if cycles else b.median()
+        return b.level() * (b.clock() or 1.0) if cycles else b.level()
 
     return [math.log(value(h) / value(b)) for b, h in pairs]
 
@@ -263,8 +286,11 @@ def _status(data: CaseData) -> str:
 
 def assess(data: CaseData, th: Thresholds, upto: int | None) -> Verdict | _Tested:
     rule, klass = th.rule_for(data.name)
-    v = Verdict(data.name, data.env, klass.name, unit=data.unit,
-                higher_is_better=rule.higher_is_better)
+    capped = th.class_at_cap(klass, data.capped_share(th))
+    v = Verdict(data.name, data.env, capped.name, unit=data.unit,
+                higher_is_better=rule.higher_is_better,
+                rule_class=klass.name if capped is not klass else "")
+    klass = capped
     why = _status(data)
     if why:
         v.reason, v.decided = why, True
@@ -279,8 +305,8 @@ def assess(data: CaseData, th: Thresholds, upto: int | None) -> Verdict | _Teste
     if not pairs:
         v.reason = "no round measured both sides"
         return v
-    v.before = statistics.median(b.median() for b, _ in pairs)
-    v.after = statistics.median(h.median() for _, h in pairs)
+    v.before = statistics.median(b.level() for b, _ in pairs)
+    v.after = statistics.median(h.level() for _, h in pairs)
     v.ratio = v.after / v.before if v.before else None
     if klass.exact:
         return _exact(v, pairs)
@@ -291,8 +317,8 @@ def assess(data: CaseData, th: Thresholds, upto: int | None) -> Verdict | _Teste
 
 
 def _exact(v: Verdict, pairs: Sequence[tuple[Block, Block]]) -> Verdict:
-    before = {b.median() for b, _ in pairs}
-    after = {h.median() for _, h in pairs}
+    before = {b.level() for b, _ in pairs}
+    after = {h.level() for _, h in pairs}
     v.decided = True
     if len(before) > 1 or len(after) > 1:
         v.reason = f"a static figure changed between rounds ({sorted(before)}, {sorted(after)})"

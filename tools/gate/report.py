@@ -74,7 +74,14 @@ def fmt_rounds(v: Verdict) -> str:
 
 def fmt_verdict(v: Verdict) -> str:
     text = f"**{v.verdict}**"
-    return f"{text}: {md(v.reason)}" if v.reason else text
+    reason = "; ".join(r for r in (v.reason, _class_note(v)) if r)
+    return f"{text}: {md(reason)}" if reason else text
+
+
+def _class_note(v: Verdict) -> str:
+    if not v.rule_class:
+        return ""
+    return f"at the power cap: judged as {v.klass}, not {v.rule_class}"
 
 
 def summary_line(verdicts: Sequence[Verdict], code: int) -> str:
@@ -158,7 +165,7 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict]) -> s
         for base, head in used:
             note = " (again)" if head.retry or base.retry else ""
             note += " (re)" if head.confirm else ""
-            cells.append(f"{100 * (head.median() / base.median() - 1):+.2f}{note}")
+            cells.append(f"{100 * (head.level() / base.level() - 1):+.2f}{note}")
         if len(main) > v.rounds:
             cells.append(f"{len(main) - v.rounds} more after the verdict, not used")
         spread = statistics.median(b.spread() for pair in used for b in pair)

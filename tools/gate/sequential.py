@@ -84,10 +84,10 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
         v.reason = f"flagged {flagged} (x{v.ratio:.3f}), not re-measured yet" + (
             f"; {v.reason}" if v.reason else "")
         return v
-    _, klass = th.rule_for(v.case)
-    moved = [statistics.median(h.median() / b.median() for b, h in pairs)]
+    klass = th.classes[v.klass]
+    moved = [statistics.median(h.level() / b.level() for b, h in pairs)]
     if v.attribution == "environment":
-        moved.append(statistics.median(h.median() * h.clock() / (b.median() * b.clock())
+        moved.append(statistics.median(h.level() * h.clock() / (b.level() * b.clock())
                                        for b, h in pairs))
     up = 1.0 + klass.min_ratio
     raw = ("SLOW" if all(r >= up for r in moved) else
