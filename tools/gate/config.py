@@ -53,6 +53,7 @@ class Sequential:
     spending_power: float = 1.0  # alpha and beta spent over looks as (look/looks)**power
     disturbed_factor: float = 0.0  # a block's trials this many times the case's usual spread
     disturbed_floor: float = 0.0  # ... and above this: its round is measured again (0: never)
+    host_behind_share: float = 0.0  # so many trials with the host behind the GPU: again too
 
     @property
     def looks(self) -> int:

@@ -1,6 +1,7 @@
-"""Disturbed blocks: a block whose trials disagree far more than its case's other blocks'
-caught something besides the code, and its round is measured again (tools/gate/measure.py;
-docs/gate.md, "A disturbed round is measured again"). Pure functions over blocks."""
+"""Disturbed blocks: a block whose trials disagree far more than its case's other blocks',
+or one whose host fell behind the GPU, caught something besides the code, and its round is
+measured again (tools/gate/measure.py; docs/gate.md, "A disturbed round is measured
+again"). Pure functions over blocks."""
 
 from __future__ import annotations
 
@@ -26,11 +27,34 @@ def disturbed(block: Block, usual: float | None, factor: float, floor: float) ->
     return factor > 0 and usual is not None and block.spread() > max(factor * usual, floor)
 
 
-def disturbance(history: Sequence[Block], latest: int, factor: float, floor: float) -> str:
+# At most this many reps still queued when the host queued a trial's last: the GPU had
+# run dry and waited for the host (harness/timing.py, ``reps_queued``).
+BEHIND_REPS = 1.5
+
+
+def host_behind(block: Block) -> float:
+    """The share of a block's trials in which the host had fallen behind the GPU.
+
+    The events then hold the host's launch latency as well as the kernel: on an H200 a
+    70 us Triton RMSNorm block with the host behind in 5 of 5 trials read +11%, its other
+    blocks never more than 0.5% off (docs/perf.md, "Before midnight of 2026-12-01"). Both
+    of that round's blocks spread 4-6%, so neither stood out next to the other, and the
+    spread rule, with no earlier round to compare, let it through."""
+    known = [q for q in block.reps_queued if q is not None]
+    return sum(q <= BEHIND_REPS for q in known) / len(known) if known else 0.0
+
+
+def disturbance(history: Sequence[Block], latest: int, factor: float, floor: float,
+                behind_share: float = 0.0) -> str:
     """Why the ``latest`` blocks of a case's ``history`` (its round just measured) are to
-    be measured again: one of them is ``disturbed`` next to all the case's other blocks
-    ('' if none is)."""
+    be measured again: the host fell behind the GPU in at least ``behind_share`` of a
+    block's trials, or one of them is ``disturbed`` next to all the case's other blocks
+    ('' if neither)."""
     earlier, mine = list(history[:-latest]), list(history[-latest:])
+    for block in mine:
+        share = host_behind(block)
+        if behind_share > 0 and share >= behind_share:
+            return f"the host fell behind the GPU in {share:.0%} of the {block.side} block's trials"
     for i, block in enumerate(mine):
         usual = usual_spread(earlier + mine[:i] + mine[i + 1:])
         if disturbed(block, usual, factor, floor):

@@ -297,7 +297,8 @@ class Run:
             return ""
         seq = self.th.sequential
         history = case_data([self.by_name[name]], self.rows)[0].blocks
-        return disturbance(history, len(blocks), seq.disturbed_factor, seq.disturbed_floor)
+        return disturbance(history, len(blocks), seq.disturbed_factor, seq.disturbed_floor,
+                           seq.host_behind_share)
 
     def pair_due(self) -> bool:
         """Whether a fresh pair of workers takes over before the next round: the pair
