@@ -697,6 +697,9 @@ def test_rounds_md_shows_each_round_the_verdict_used(th) -> None:
     row = report.rounds_markdown([data], verdicts).splitlines()[-1]
     assert row.startswith("| bench\\_rmsnorm") and "| SAME |" in row
     assert "+0.00, +0.20 (again), -0.10, 2 more after the verdict, not used" in row
+    data.blocks[2].reps_queued = data.blocks[3].reps_queued = [0.5, 0.6, 200.0]
+    row = report.rounds_markdown([data], verdicts).splitlines()[-1]
+    assert "+0.20 (again) (host behind), -0.10," in row
 
 
 # --------------------------------------------------------------------------- the power cap

@@ -140,7 +140,8 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
     verdicts = replay(cases, th)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "rounds.md").write_text(report.rounds_markdown(cases, verdicts))
+        (out_dir / "rounds.md").write_text(report.rounds_markdown(
+            cases, verdicts, th.sequential.host_behind_share))
     stopped = state.get("stopped", "the run ended")
     for v in verdicts:
         if not v.decided and walls.get(v.case, 0) >= th.case_wall_s:

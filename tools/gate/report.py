@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tools.gate.disturbed import host_behind
 from tools.gate.errors import STATUS
 from tools.gate.model import CaseData, Verdict
 
@@ -147,14 +148,17 @@ def write_failure(out_dir: Path, message: str, code: int, label: str) -> None:
                           "error": message, "label": label, "cases": []})
 
 
-def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict]) -> str:
+def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
+                    behind_share: float = 0.5) -> str:
     """rounds.md: each timed case's rounds, head over base, in measuring order; what a
     reader checks a verdict by (an INCONCLUSIVE says which rounds disagreed)."""
     lines = ["# Rounds of each timed case", "",
              "head / base - 1 per round, in %; *again*: the round was measured a second time "
              "(a block of its first try was disturbed, docs/gate.md); *re*: measured by a "
-             "fresh pair to confirm a SLOW or FAST; spread: the median sd of a block's "
-             "trials.", "", "| case | verdict | rounds | spread |", "|---|---|---|---|"]
+             "fresh pair to confirm a SLOW or FAST; *host behind*: in at least "
+             f"{behind_share:.0%} of a block's trials the GPU waited for the host, so the "
+             "events timed the launches too; spread: the median sd of a block's trials.",
+             "", "| case | verdict | rounds | spread |", "|---|---|---|---|"]
     verdict = {v.case: v for v in verdicts}
     for data in cases:
         v, main = verdict.get(data.name), data.pairs()
@@ -165,6 +169,8 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict]) -> s
         for base, head in used:
             note = " (again)" if head.retry or base.retry else ""
             note += " (re)" if head.confirm else ""
+            note += (" (host behind)" if any(host_behind(b) >= behind_share > 0
+                                             for b in (base, head)) else "")
             cells.append(f"{100 * (head.level() / base.level() - 1):+.2f}{note}")
         if len(main) > v.rounds:
             cells.append(f"{len(main) - v.rounds} more after the verdict, not used")
