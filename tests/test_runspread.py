@@ -1,0 +1,48 @@
+"""tools/runspread.py: the A/A spread of two asv runs of one commit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools import runspread
+
+COLUMNS = ["result", "params", "samples"]
+GEMM = "bench_gemm.GemmTime.track_time"
+NORM = "bench_rmsnorm.RmsnormTime.track_time"
+
+
+def results(path: Path, gemm: list, norm: float | None) -> Path:
+    rows = {GEMM: [gemm, [["'square-8192'"], ["'tilelang'", "'triton'"]], None],
+            NORM: [[norm], [["'hidden'"], ["'triton'"]], None],
+            "bench_gemm.GemmRegisters.track_value": [[168.0], [["'sm_90a'"]], None]}
+    path.write_text(json.dumps({"version": 2, "env_name": "env", "result_columns": COLUMNS,
+                                "results": rows}))
+    return path
+
+
+def test_two_runs_give_each_case_its_ratio_and_each_suite_its_spread(tmp_path: Path,
+                                                                     capsys) -> None:
+    first = results(tmp_path / "a.json", [1.80e-3, 1.75e-3], 70.0e-6)
+    second = results(tmp_path / "b.json", [1.818e-3, 1.75e-3], None)  # RMSNorm failed
+    by_case = runspread.ratios(runspread.values(first), runspread.values(second))
+    assert list(by_case) == [f"{GEMM}('square-8192', 'tilelang')",
+                             f"{GEMM}('square-8192', 'triton')"]  # only what both ran
+    assert by_case[f"{GEMM}('square-8192', 'tilelang')"] == pytest.approx(1.01)
+    assert runspread.main([str(first), str(second), "--flag", "0.005"]) == 0
+    out = capsys.readouterr().out
+    assert "| bench_gemm | 2 | 0.50% | 1.00% | 1 |" in out
+    assert "- bench_gemm.GemmTime.track_time('square-8192', 'tilelang'): x1.0100" in out
+
+
+def test_unreadable_or_disjoint_runs_are_an_error_naming_the_file(tmp_path: Path,
+                                                                  capsys) -> None:
+    good = results(tmp_path / "a.json", [1e-3, 1e-3], 1e-4)
+    (tmp_path / "cut.json").write_text('{"version": 2, "results": {')
+    assert runspread.main([str(good), str(tmp_path / "cut.json")]) == 2
+    assert "cut.json" in capsys.readouterr().err
+    empty = results(tmp_path / "b.json", [None, None], None)
+    assert runspread.main([str(good), str(empty)]) == 2
+    assert "no timed case ran in both" in capsys.readouterr().err
