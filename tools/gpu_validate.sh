@@ -8,10 +8,11 @@
 #   noise                      tools.noise collect (gate statistics offline)
 #   sampler                    paired sampler A/B (SAMPLER_PAIRS per kernel, default 60)
 #   perf:<ops>[:cases[:per-op[:dtypes]]]   tools.perf (PERF_PLAN, PERF_VARIANTS: JSON)
-#   asv:<regex>                tools.bench --no-publish on matching benchmarks (asv merges the
+#   asv[@seconds]:<regex>      tools.bench --no-publish on matching benchmarks (asv merges the
 #                              results of several such steps for one commit; a step cut off
 #                              keeps none of its asv results, only the harness's records, so
-#                              each must fit its call)
+#                              each must fit its call; @seconds: this step's own limit
+#                              instead of STEP_TIMEOUT)
 #   cold                       removes the compile caches (.cache) and asv's environments
 #   gate:<aa|inject|again|resume>[:regex]   tools.gate HEAD~1 -> HEAD (default: the PR subset), where
 #                              aa commits comment-only edits of every kernel file, inject one that
@@ -47,8 +48,8 @@ commit() { git -c user.email=k@p -c user.name=kperf commit -q "$@"; }
 # so the tree as sent becomes one (a stash here would measure a stale HEAD instead).
 git add -A && { git diff --cached --quiet || commit -m "working tree as sent"; }
 limit=${STEP_TIMEOUT:-300}
-run_asv() {  # the current commit's benchmarks matching $1, log in $out/asv.log
-  /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.bench --no-publish \
+run_asv() {  # the current commit's benchmarks matching $1 (limit $2 s), log in $out/asv.log
+  /usr/bin/time -f "asv wall %e s" timeout "${2:-$limit}" python3 -m tools.bench --no-publish \
     -b "$1" > "$out/asv.log" 2>&1
 }
 pack_asv() {  # results, records, the log and the workers' logs: one file per asv step
@@ -80,8 +81,9 @@ for step in "$@"; do
         ${PERF_VARIANTS:+--variants "$PERF_VARIANTS"} --timeout "${CASE_TIMEOUT:-120}" \
         --out "$out/perf-$tag.json" > "$out/perf-$tag.log" 2>&1
       grep -v TileLang "$out/perf-$tag.log" | tail -40 ;;
-    asv:*)
-      run_asv "${step#asv:}"; tail -25 "$out/asv.log"; pack_asv ;;
+    asv:*|asv@*)
+      head=${step%%:*}; own=${head#asv}; own=${own#@}
+      run_asv "${step#*:}" "$own"; tail -25 "$out/asv.log"; pack_asv ;;
     cold)
       rm -rf .cache .asv/env && echo "compile caches and asv environments removed" ;;
     asv-edit:*)
