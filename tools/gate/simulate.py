@@ -48,7 +48,9 @@ class Noise:
 # ratios of power-capped GEMMs scattered 0.9-1.5% (a block ~0.8%), most of it the trials'
 # own spread (1-2% within a block); a block at the cap now takes 15 trials
 # (sequential.trials_at_cap), so 0.8% / sqrt(3), and the night's A/A measured the capped
-# cases' rounds at 0.2-1.0% (sd), where this model gives 0.76%. Bandwidth-bound kernels
+# cases' rounds at 0.2-1.0% (sd), where this model gives 0.76%. Since a block at the cap
+# is the mean of its trials (model.Block.level) they scatter 0.35-0.37% (pooled, docs/perf.md
+# "Before midnight"); the model keeps 0.76%, the worse case. Bandwidth-bound kernels
 # with their buffers moved every block (sequential.placements): RMSNorm's blocks
 # scattered 0.14% inside a worker and its workers sat 0.13% apart. The decode16 GEMMs
 # (TileLang, Triton): in the gates' A/As their rounds, a new pair each, scattered 0.8-0.9%
