@@ -692,13 +692,13 @@ def test_a_run_cut_off_measures_no_block_more(tmp_path: Path, th) -> None:
 def test_rounds_md_shows_each_round_the_verdict_used(th) -> None:
     data = case(NORM, [1.0] * 5, [1.0, 1.002, 0.999, 1.5, 1.0])
     data.blocks[2].retry = data.blocks[3].retry = 1  # round 2, measured again
-    verdicts = replay([data], th)
+    verdicts, share = replay([data], th), th.sequential.host_behind_share
     assert verdicts[0].verdict == "SAME" and verdicts[0].rounds == 3
-    row = report.rounds_markdown([data], verdicts).splitlines()[-1]
+    row = report.rounds_markdown([data], verdicts, share).splitlines()[-1]
     assert row.startswith("| bench\\_rmsnorm") and "| SAME |" in row
     assert "+0.00, +0.20 (again), -0.10, 2 more after the verdict, not used" in row
     data.blocks[2].reps_queued = data.blocks[3].reps_queued = [0.5, 0.6, 200.0]
-    row = report.rounds_markdown([data], verdicts).splitlines()[-1]
+    row = report.rounds_markdown([data], verdicts, share).splitlines()[-1]
     assert "+0.20 (again) (host behind), -0.10," in row
 
 

@@ -115,7 +115,6 @@ class Thresholds:
         raise ConfigError(self.path, f"no rule matches case {case_name!r}; add one (a final "
                                      f"'.*' rule catches everything)", "/rules")
 
-
     def class_at_cap(self, klass: KernelClass, capped_share: float) -> KernelClass:
         """``klass``, or ``at_cap_class`` for a case whose blocks the power controller
         mostly held down (``capped_share``), where that class reports only larger changes:

@@ -85,13 +85,14 @@ class Block:
         backend reports bits. Power near the limit alone is not enough: a block after a
         GEMM reads the board's ~1 s power average high while its own clock stays at the
         maximum (an H200, 2026-12-01, docs/perf.md 'Before midnight')."""
-        if self.throttle_bits is None:
-            return self.at_limit(th)
-        return bool(self.throttle_bits & th.power_cap_bits.get(self.backend, 0))
+        return self.at_limit(th) if self.throttle_bits is None else self._cap_bit(th)
+
+    def _cap_bit(self, th: Thresholds) -> bool:
+        return bool(self.throttle_bits and self.throttle_bits
+                    & th.power_cap_bits.get(self.backend, 0))
 
     def at_limit(self, th: Thresholds) -> bool:
-        cap_bits = th.power_cap_bits.get(self.backend, 0)
-        if self.throttle_bits is not None and self.throttle_bits & cap_bits:
+        if self._cap_bit(th):
             return True
         power = self.power()
         return bool(power and self.power_limit_w and power >= th.power_fraction

@@ -149,7 +149,7 @@ def write_failure(out_dir: Path, message: str, code: int, label: str) -> None:
 
 
 def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
-                    behind_share: float = 0.5) -> str:
+                    behind_share: float) -> str:
     """rounds.md: each timed case's rounds, head over base, in measuring order; what a
     reader checks a verdict by (an INCONCLUSIVE says which rounds disagreed)."""
     lines = ["# Rounds of each timed case", "",
