@@ -10,7 +10,9 @@ whatever ``sys.path`` finds: the package asv installed for the commit, or a gate
 A case spec is a dict: ``op``, ``case``, ``dtype``, ``backend``, optional ``overrides``
 (configuration fields, a tuning sweep). ``handle`` answers a worker's requests:
 
-    {"op": "prepare", "spec": ...}                  build + check (compile outside timing)
+    {"op": "prepare", "spec": ..., "consumer": "time"}  build + check (compile outside
+                                                    timing); nothing when a measurement
+                                                    awaits that consumer
     {"op": "measure", "spec": ..., "plan": {...}, "consumer": "time"}   time it
     {"op": "static", "spec": ..., "target": "sm_90a"}                     static figures
     {"op": "warm", "specs": [...]}                  imports only: the GPU is not touched
@@ -38,10 +40,20 @@ from harness.worker import WorkerClient, WorkerSpec, device_key
 
 # Inputs of prepared cases a worker keeps on the GPU, least recently used dropped first.
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
+# Input sets as made (on the CPU, seeded), kept on the GPU so that a case's other
+# backends and dtypes' second look get copies instead of making them again: making the
+# inputs of a large case cost 1.5-4 s of host time (H200 machine, 2026-12-01, docs/perf.md).
+INPUT_SETS_BYTES = int(float(os.environ.get("KPERF_INPUT_SETS_GB", "8")) * 2**30)
 # Pads in front of placed copies (plan key placements): up to this many 2 MiB pages.
 PAD_PAGES = 64
 # A cold TileLang compile of the largest kernel took ~20 s on the CPU machine (docs/perf.md).
 PREPARE_TIMEOUT_S = 600.0
+# Backends whose build is the compile (TileLang: nvcc, ~5 s a kernel on the H200 machine's
+# host, docs/perf.md); a Triton kernel compiles at its first launch, on the GPU's inputs.
+COMPILE_AHEAD_BACKENDS = ("tilelang",)
+# Processes that compile a cold op's other kernels at once: each imports torch and the
+# compiler (~1.5 GB of host memory), and the host keeps cores for the worker and asv.
+COMPILE_AHEAD_PROCESSES = min(8, max(1, (os.cpu_count() or 1) - 2))
 MEASURE_TIMEOUT_S = 300.0  # warm-up is capped at 5 s (timing.Plan); the trials take ~1 s
 
 
@@ -60,12 +72,64 @@ def derived(prepared: Prepared, m: timing.Measurement) -> dict[str, Any]:
             "energy_per_call_j": m.energy_per_call_j}
 
 
+def _nbytes(value: Any) -> int:
+    storage = getattr(value, "untyped_storage", None)
+    return storage().nbytes() if storage else 0
+
+
+class InputSets:
+    """Each input set of a case made once per worker, handed out as copies.
+
+    ``op.make_inputs`` seeds a CPU generator (the same inputs on every device), which for
+    a large case is seconds of host time; the three backends of a case ask for the same
+    sets. Each asker gets its own copy (a fresh allocation, as a fresh ``make_inputs``
+    would give), so a kernel that writes to its inputs cannot change another's."""
+
+    def __init__(self, limit_bytes: int = INPUT_SETS_BYTES) -> None:
+        self.limit_bytes = limit_bytes
+        self.sets: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = OrderedDict()
+        self.made = self.copied = 0
+
+    def get(self, op: Any, case: Any, dtype: str, device: str, seed: int) -> tuple[Any, ...]:
+        key = (op.name, case.name, tuple(sorted(case.dims.items())), dtype, device, seed)
+        kept = self.sets.get(key)
+        if kept is None:
+            kept = tuple(op.make_inputs(case, dtype, device, seed))
+            self.made += 1
+            self.sets[key] = kept
+            self._evict()
+        else:
+            self.sets.move_to_end(key)
+            self.copied += 1
+        return tuple(t.clone() if hasattr(t, "clone") else t for t in kept)
+
+    def _evict(self) -> None:
+        while len(self.sets) > 1 and sum(
+                _nbytes(t) for kept in self.sets.values() for t in kept) > self.limit_bytes:
+            self.sets.popitem(last=False)
+
+
+class _SharedInputs:
+    """``op`` whose ``make_inputs`` draws from a worker's ``InputSets``."""
+
+    def __init__(self, op: Any, sets: InputSets) -> None:
+        self._op, self._sets = op, sets
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._op, name)
+
+    def make_inputs(self, case: Any, dtype: str, device: str, seed: int) -> tuple[Any, ...]:
+        return self._sets.get(self._op, case, dtype, device, seed)
+
+
 class CaseRunner:
     """Prepared cases and the GPU's device and telemetry, kept between requests."""
 
     def __init__(self, device_index: int = 0) -> None:
         self.device_index = device_index
         self.builds: dict[Any, tuple[Any, float]] = {}
+        self.input_sets = InputSets()
+        self.compiled_ahead: set[tuple[str, str]] = set()
         self.prepared: OrderedDict[str, Prepared] = OrderedDict()
         self.input_bytes: dict[str, float] = {}
         self.last: dict[str, dict[str, Any]] = {}  # the latest measurement of each case
@@ -99,24 +163,67 @@ class CaseRunner:
             self._source = open_source(device_index=self.device_index)
         return self._source
 
-    def prepare(self, spec: dict[str, Any]) -> Prepared:
+    def prepare(self, spec: dict[str, Any],
+                batch: list[dict[str, Any]] | None = None) -> Prepared:
+        """Build, check and keep one case. ``batch``: the cases the run will ask for next
+        (asv's selection of this suite); when this case's build missed the compile cache,
+        the batch's other kernels of its op and backend are compiled ahead, in parallel."""
         key = case_key(spec)
         if key in self.prepared:
             self.prepared.move_to_end(key)
             self.compiles[key] = "prepared before"  # its compile was told the first time
             return self.prepared[key]
-        op = case_op(spec["op"])
+        op = _SharedInputs(case_op(spec["op"]), self.input_sets)
         self.device()  # a missing GPU fails here, before any compile
         built_before, files_before = len(self.builds), cache_files()
         prepared = prepare(op, spec["case"], spec["dtype"], spec["backend"], self.target(),
                            device="cpu" if self.on_host else "cuda",
                            overrides=spec.get("overrides"), builds=self.builds)
-        self.compiles[key] = compile_note(len(self.builds) > built_before,
-                                          cache_files() - files_before, prepared.first_call_s)
+        new_files = cache_files() - files_before
+        self.compiles[key] = compile_note(len(self.builds) > built_before, new_files,
+                                          prepared.first_call_s)
+        if new_files and batch:
+            self.compiles[key] += self.compile_ahead(spec, batch)
         self.prepared[key] = prepared
         self.input_bytes[key] = prepared.bytes_moved * len(prepared.calls)
         self._evict()
         return prepared
+
+    def compile_ahead(self, spec: dict[str, Any], batch: list[dict[str, Any]]) -> str:
+        """Compile, in ``COMPILE_AHEAD_PROCESSES`` processes, the kernels of ``batch`` with
+        ``spec``'s op and backend that this worker has not built: they land in the
+        compilers' on-disk caches, so each case's own prepare then loads its kernel. Once
+        per op and backend; a kernel that fails here fails again in its case's turn."""
+        group = (spec["op"], spec["backend"])
+        if spec["backend"] not in COMPILE_AHEAD_BACKENDS or group in self.compiled_ahead:
+            return ""
+        self.compiled_ahead.add(group)
+        built = {key[0] for key in self.builds}
+        todo = [s for s in batch if (s["op"], s["backend"]) == group
+                and s.get("overrides") is None and _what(s) not in built]
+        if len(todo) < 2 or COMPILE_AHEAD_PROCESSES < 2:
+            return ""
+        from harness.pool import run_many
+
+        start = time.perf_counter()  # host timer on purpose: compiling is host work
+        answers = run_many("benchmarks._case:build_only", todo, COMPILE_AHEAD_PROCESSES,
+                           sys.path, str(Path(__file__).with_name("__init__.py")),
+                           PREPARE_TIMEOUT_S)
+        failed = sum(not a["ok"] for a in answers)
+        return (f"; {len(todo) - failed} more of its kernels compiled ahead in "
+                f"{min(COMPILE_AHEAD_PROCESSES, len(todo))} processes in "
+                f"{time.perf_counter() - start:.1f} s"
+                + (f" ({failed} failed there: each is tried again in its turn)"
+                   if failed else ""))
+
+    def awaits(self, spec: dict[str, Any], consumer: str | None) -> dict[str, Any] | None:
+        """The measurement this consumer has not read yet (asv's energy benchmark of a
+        case measured it; its time benchmark comes next): the case needs no preparing
+        for it, and one its inputs were dropped for would be made again for nothing."""
+        last = self.last.get(case_key(spec))
+        if consumer is None or last is None or consumer in last["consumers"]:
+            return None
+        return last["result"]
 
     def _evict(self) -> None:
         while len(self.prepared) > 1 and sum(
@@ -185,6 +292,22 @@ class CaseRunner:
         result = self.measure(spec, plan)
         self.last[key] = {"result": result, "consumers": {consumer}}
         return {**result, "fresh": True}
+
+
+def _what(spec: dict[str, Any]) -> str:
+    """The name ``harness.prepare`` keys a build by."""
+    return f"{spec['op']}/{spec['case']}/{spec['dtype']}/{spec['backend']}"
+
+
+def build_only(spec: dict[str, Any]) -> dict[str, Any]:
+    """Compile one case's kernel and nothing else (a ``harness.pool`` handler): no inputs,
+    no launch. Its on-disk cache entry is what the measurement worker then loads."""
+    op = case_op(spec["op"])
+    case = op.case(spec["case"])
+    start = time.perf_counter()  # host timer on purpose: compiling is host work
+    built = op.backend(spec["backend"], case.name).build(
+        case, spec["dtype"], runner().target(), **(spec.get("overrides") or {}))
+    return {"seconds": time.perf_counter() - start, "config": dict(built.config)}
 
 
 CACHE_VARIABLES = ("TRITON_CACHE_DIR", "TILELANG_CACHE_DIR")
@@ -264,7 +387,12 @@ def handle(request: dict[str, Any]) -> Any:
     kind, spec = request["op"], request.get("spec", {})
     if kind == "prepare":
         start = time.perf_counter()  # host timer on purpose: preparing is host work
-        p = runner().prepare(spec)
+        measured = runner().awaits(spec, request.get("consumer"))
+        if measured is not None:
+            return {"config": measured["config"], "first_call_s": measured["first_call_s"],
+                    "max_abs_err": measured["max_abs_err"], "compile": "measured before",
+                    "wall_s": time.perf_counter() - start}
+        p = runner().prepare(spec, request.get("batch"))
         return {"config": p.config, "first_call_s": p.first_call_s,
                 "max_abs_err": p.agreement.max_abs_err,
                 "compile": runner().compiles[case_key(spec)],

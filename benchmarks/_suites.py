@@ -9,8 +9,10 @@ failure. Names starting with ``_`` are invisible to asv's discovery.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -20,6 +22,8 @@ from typing import Any
 from harness import METHOD_VERSION, record, static
 
 from ._case import MEASURE_TIMEOUT_S, PREPARE_TIMEOUT_S, case_op, worker_client
+
+BENCH_REGEX = "KPERF_BENCH_REGEX"  # asv's -b regexes of the run, a JSON list
 
 
 def _bench_name(obj: object, method: str) -> str:
@@ -40,15 +44,30 @@ class _CaseSuite:
     param_names = ("case", "dtype", "backend")
     timeout = 900
     version = METHOD_VERSION
+    consumer = "time"  # which reader of a case's one measurement this suite is
+    method = "track_time"
 
     def setup(self, case: str, dtype: str, backend: str) -> None:
         op = case_op(self.op)  # on CPU (tests) also the op's small test cases
         op.backend(backend, op.case(case).name)  # missing here: a skip, before any GPU work
         self.spec = {"op": self.op, "case": case, "dtype": dtype, "backend": backend}
         self.worker = worker_client()
-        ready = self.worker.request({"op": "prepare", "spec": self.spec}, PREPARE_TIMEOUT_S)
+        ready = self.worker.request({"op": "prepare", "spec": self.spec,
+                                     "consumer": self.consumer, "batch": self.selected()},
+                                    PREPARE_TIMEOUT_S)
         print(f"kperf: {self.op}/{case}/{dtype}/{backend}: {ready['compile']}",
               file=sys.stderr)
+
+    def selected(self) -> list[dict[str, Any]]:
+        """The cases of this suite the run measures: asv's ``-b`` regexes (passed on by
+        tools.bench as ``KPERF_BENCH_REGEX``, a JSON list) matched as asv matches them, on
+        ``name(param, ...)`` with each parameter's repr."""
+        regexes = json.loads(os.environ.get(BENCH_REGEX, "[]"))
+        name = _bench_name(self, self.method)
+        return [dict(zip(("op", *self.param_names), (self.op, *combo), strict=True))
+                for combo in itertools.product(*self.params)
+                if not regexes or any(re.search(r, f"{name}({', '.join(map(repr, combo))})")
+                                      for r in regexes)]
 
     def _measure(self, consumer: str) -> dict[str, Any]:
         plan = json.loads(os.environ.get("KPERF_PLAN", "{}"))
@@ -66,7 +85,7 @@ class _TimeSuite(_CaseSuite):
     """Device-event timing: the samples asv keeps, with a record of their telemetry."""
 
     def track_time(self, case: str, dtype: str, backend: str) -> dict[str, Any]:
-        result = self._measure("time")
+        result = self._measure(self.consumer)
         return {"samples": result["samples"], "number": result["number"]}
 
     track_time.unit = "seconds"
@@ -95,10 +114,12 @@ class _EnergySuite(_CaseSuite):
     """
 
     time_suite: type = _CaseSuite
+    consumer = "energy"
+    method = "track_energy"
 
     def setup(self, case: str, dtype: str, backend: str) -> None:
         super().setup(case, dtype, backend)
-        self.result = self._measure("energy")
+        self.result = self._measure(self.consumer)
         if self.result["energy_per_call_j"] is None:
             telemetry = self.result["measurement"]
             raise NotImplementedError(

@@ -46,3 +46,88 @@ def test_compile_notes_and_the_cache_count(tmp_path: Path, monkeypatch) -> None:
     assert compile_note(True, 3, 2.5).startswith("compiled (3 new cache files")
     assert compile_note(True, 0, 0.3).startswith("from the compile cache")
     assert compile_note(False, 0, 0.0) == "already built in this worker"
+
+
+def test_summary_counts_only_what_this_run_measured(tmp_path: Path) -> None:
+    """asv merges a run into the commit's results file: a second run of a subset must not
+    count the first run's cases (it said "96 cases ... 0.9 s a case" for 36 on the H200)."""
+    columns = ["result", "params", "samples", "started_at"]
+    params = [["'a'", "'b'"], ["'fp16'"]]
+    rows = {"b.GemmEnergy.track_energy": [[1.0, 2.0], params, None, 2_000_000.0],
+            "b.GemmTime.track_time": [[1e-3, None], params, [[1e-3], None], 2_000_050.0],
+            "b.GemmCompile.track_compile": [[3.0, 3.0], params, None, 1_000_000.0]}
+    (tmp_path / "abcdef12-env.json").write_text(json.dumps(
+        {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
+    text = summary(tmp_path, ["abcdef1234"], 60.0, since=1_500.0, regexes=[r"\('a'"])
+    assert text.startswith("kperf: 2 cases over 1 commit(s): 2 ok, 0 failed, 0 skipped")
+    assert "30.0 s a case run" in text
+    everything = summary(tmp_path, ["abcdef1234"], 60.0, since=1_500.0)
+    assert everything.startswith("kperf: 4 cases over 1 commit(s): 3 ok, 1 failed")
+
+
+def _suite_meta() -> dict:
+    cases = [["'c1'", "'c2'", "'c3'"], ["'fp16'"], ["'tilelang'", "'triton'"]]
+    static = [["'gfx942'", "'sm_90a'"], ["'fp16'"], ["'tilelang'", "'triton'"]]
+    return {"bench_x.XCompile.track_compile": {"params": static},
+            "bench_x.XEnergy.track_energy": {"params": cases},
+            "bench_x.XOccupancy.track_value": {"params": static},
+            "bench_x.XRegisters.track_value": {"params": static},
+            "bench_x.XTime.track_time": {"params": cases},
+            "version": 2}
+
+
+def test_expected_seconds_weigh_each_benchmark_by_its_cases_and_kind() -> None:
+    from tools.asvrun import CASE_SECONDS, expected_seconds
+
+    out = expected_seconds(_suite_meta(), [])
+    assert list(out) == sorted(out) and "version" not in out
+    assert out["bench_x.XEnergy.track_energy"] == 6 * CASE_SECONDS["measure"]
+    assert out["bench_x.XTime.track_time"] == 6 * CASE_SECONDS["reuse"]
+    assert out["bench_x.XCompile.track_compile"] == 4 * CASE_SECONDS["compile"]
+    assert out["bench_x.XOccupancy.track_value"] == 4 * CASE_SECONDS["static_first"]
+    assert out["bench_x.XRegisters.track_value"] == 4 * CASE_SECONDS["static"]
+    chosen = expected_seconds(_suite_meta(), [r"XTime\.track_time\('c1'"])
+    assert chosen == {"bench_x.XTime.track_time": 2 * CASE_SECONDS["measure"]}
+
+
+def test_eta_weighs_a_long_gpu_suite_and_speaks_while_it_runs(tmp_path: Path) -> None:
+    """asv's percentages count a 6-case GPU suite like a 4-case static one; the ETA must
+    not (the H200 run said 10 min 27 s left with 10 s to go), and it must say something
+    during a long benchmark, when asv prints nothing."""
+    from tools.asvrun import CASE_SECONDS
+
+    meta = tmp_path / "benchmarks.json"
+    meta.write_text(json.dumps(_suite_meta()))
+    now = [0.0]
+    eta = Eta(clock=lambda: now[0], benchmarks_json=meta)
+    eta.update("· Running 5 total benchmarks (1 commits * 1 environments * 5 benchmarks)")
+    compile_s, energy_s = 4 * CASE_SECONDS["compile"], 6 * CASE_SECONDS["measure"]
+    total = sum(expected_seconds_of(meta).values())
+    now[0] = compile_s * 2  # the compile suite took twice its estimate: the pace is 2
+    line = "[ 20.00%] ··· bench_x.XCompile.track_compile                ok"
+    assert eta.update(line) == (
+        f"kperf: 1 of 5 benchmarks done after {_m(now[0])}; about "
+        f"{_m((total - compile_s) * 2)} left")
+    now[0] += ETA_EVERY_S  # into the energy suite (48 s at that pace)
+    assert energy_s * 2 > ETA_EVERY_S
+    assert eta.note() == (f"kperf: 1 of 5 benchmarks done after {_m(now[0])}; about "
+                          f"{_m((total - compile_s) * 2 - ETA_EVERY_S)} left")
+    assert eta.note() is None, "at most one note every ETA_EVERY_S"
+    for name in ("XEnergy.track_energy", "XOccupancy.track_value",
+                 "XRegisters.track_value", "XTime.track_time"):
+        now[0] += ETA_EVERY_S
+        eta.update(f"[ 90.00%] ··· bench_x.{name}   ok")
+    assert eta.note(force=True).endswith("5 of 5 benchmarks done after "
+                                         f"{_m(now[0])}; about 0 s left")
+
+
+def expected_seconds_of(meta: Path) -> dict[str, float]:
+    from tools.asvrun import expected_seconds
+
+    return expected_seconds(json.loads(meta.read_text()), [])
+
+
+def _m(seconds: float) -> str:
+    from tools.asvrun import _minutes
+
+    return _minutes(seconds)

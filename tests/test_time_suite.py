@@ -215,3 +215,152 @@ def test_warm_imports_what_cases_need_without_touching_a_gpu() -> None:
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["triton"] and out["tilelang"] and out["ops"] == ["kernels.gemm", "kernels.softmax"]
     assert not out["cuda"] and not out["runner"] and out["missing"] == []
+
+
+# ------------------------------------------------------------------ inputs made once
+
+
+def test_a_cases_backends_get_copies_of_inputs_made_once(cpu_bench) -> None:
+    """The three backends of a case ask for the same seeded input sets: the worker makes
+    them once and hands each a copy of its own (new storage, same values), so a kernel
+    that writes to its inputs cannot change what the next backend is checked on."""
+    import torch
+
+    from benchmarks import _case
+
+    runner = _case.CaseRunner()
+    made: list[int] = []
+    make_inputs = _case.case_op("gemm").make_inputs
+
+    def counted(case, dtype, device, seed):
+        made.append(seed)
+        return make_inputs(case, dtype, device, seed)
+
+    spec = {"op": "gemm", "case": CASE[0], "dtype": "fp32"}
+    op = _case.case_op("gemm")
+    first = runner.input_sets.get(_Counting(op, counted), op.case(CASE[0]), "fp32", "cpu", 0)
+    second = runner.input_sets.get(_Counting(op, counted), op.case(CASE[0]), "fp32", "cpu", 0)
+    assert made == [0]
+    for a, b in zip(first, second, strict=True):
+        assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+    first[0].add_(1.0)  # a kernel writing its input
+    third = runner.input_sets.get(_Counting(op, counted), op.case(CASE[0]), "fp32", "cpu", 0)
+    assert torch.equal(third[0], second[0]) and made == [0]
+    runner.input_sets.get(_Counting(op, counted), op.case(CASE[0]), "fp16", "cpu", 0)
+    assert made == [0, 0]  # another dtype: other inputs
+
+    # through prepare: the torch backend after the triton one makes no inputs
+    runner.prepare({**spec, "backend": "triton"})
+    made_for_triton, copied = runner.input_sets.made, runner.input_sets.copied
+    sets = len(runner.prepared[_case.case_key({**spec, "backend": "triton"})].inputs)
+    runner.prepare({**spec, "backend": "torch"})
+    assert runner.input_sets.made == made_for_triton
+    assert runner.input_sets.copied == copied + sets
+    t, p = (runner.prepared[_case.case_key({**spec, "backend": b})] for b in ("triton", "torch"))
+    assert all(torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+               for a, b in zip(t.inputs[0], p.inputs[0], strict=True))
+
+
+def test_input_sets_past_their_limit_drop_the_oldest_but_keep_the_newest() -> None:
+    import torch
+
+    from benchmarks._case import InputSets
+
+    op = SimpleNamespace(name="toy", make_inputs=lambda case, dtype, device, seed: (
+        torch.full((256,), float(seed)),))  # 1 KiB a set
+    case = SimpleNamespace(name="c", dims={"N": 256})
+    sets = InputSets(limit_bytes=2048)
+    for seed in range(3):
+        sets.get(op, case, "fp32", "cpu", seed)
+    assert [key[-1] for key in sets.sets] == [1, 2]
+    big = InputSets(limit_bytes=10)  # one set over the limit is still kept
+    assert float(big.get(op, case, "fp32", "cpu", 5)[0][0]) == 5.0 and len(big.sets) == 1
+
+
+class _Counting:
+    def __init__(self, op, make_inputs) -> None:
+        self.name, self.make_inputs = op.name, make_inputs
+
+
+def test_a_measurement_awaiting_its_time_benchmark_needs_no_second_prepare(cpu_bench) -> None:
+    """asv's energy benchmark of a case measures it; the time benchmark that comes next
+    reads that measurement, so its prepare must not build, make inputs or check again
+    (a large case's inputs may have been dropped meanwhile: seconds for nothing)."""
+    from benchmarks import _case
+
+    _case._RUNNER = runner = _case.CaseRunner()
+    try:
+        spec = {"op": "gemm", "case": CASE[0], "dtype": "fp32", "backend": "torch"}
+        first = _case.handle({"op": "prepare", "spec": spec, "consumer": "energy"})
+        assert first["compile"] != "measured before"
+        runner.measure_for(spec, PLAN, "energy")
+        runner.prepared.clear()
+        made = runner.input_sets.made
+        ready = _case.handle({"op": "prepare", "spec": spec, "consumer": "time"})
+        assert ready["compile"] == "measured before" and not runner.prepared
+        assert runner.input_sets.made == made and ready["config"] == first["config"]
+        assert runner.measure_for(spec, PLAN, "time")["fresh"] is False
+        # the same consumer again (a second asv round) prepares and measures afresh
+        again = _case.handle({"op": "prepare", "spec": spec, "consumer": "time"})
+        assert again["compile"] != "measured before" and runner.prepared
+    finally:
+        _case._RUNNER = None
+
+
+# ------------------------------------------------------------------ compiling a cold op ahead
+
+
+def test_a_suite_names_the_cases_asv_was_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``selected`` matches asv's -b regexes as asv does (on name(param reprs)), so the
+    worker compiles ahead only the kernels the run will measure."""
+    from benchmarks import bench_gemm
+    from benchmarks._suites import BENCH_REGEX
+
+    monkeypatch.delenv(BENCH_REGEX, raising=False)
+    everything = bench_gemm.GemmTime().selected()
+    params = bench_gemm.GemmTime.params
+    assert len(everything) == len(params[0]) * len(params[1]) * len(params[2])
+    monkeypatch.setenv(BENCH_REGEX, json.dumps(
+        [r"GemmTime\.track_time\('square-8192', 'fp16'", "NoSuchSuite"]))
+    chosen = bench_gemm.GemmTime().selected()
+    assert chosen == [{"op": "gemm", "case": "square-8192", "dtype": "fp16", "backend": b}
+                      for b in params[2]]
+    assert bench_gemm.GemmEnergy().selected() == []  # the energy suite's name is its own
+    monkeypatch.setenv(BENCH_REGEX, json.dumps(["bench_gemm"]))
+    assert bench_gemm.GemmEnergy().selected() == everything
+
+
+def test_a_cold_build_compiles_the_rest_of_its_op_ahead_once(
+        cpu_bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A build that adds files to the compile cache means the op's source is new to it:
+    the batch's other kernels of that op and backend are built in parallel processes
+    (here Triton's, under the interpreter), once; a warm build (no new files) does not."""
+    from benchmarks import _case
+
+    monkeypatch.setattr(_case, "COMPILE_AHEAD_BACKENDS", ("triton",))
+    monkeypatch.setattr(_case, "COMPILE_AHEAD_PROCESSES", 2)
+    files = iter(range(0, 1000, 7))
+    monkeypatch.setattr(_case, "cache_files", lambda: next(files))  # every build adds 7
+    batch = [{"op": "gemm", "case": c, "dtype": d, "backend": b}
+             for c in ("test-ragged", "test-small-m") for d in ("fp16", "fp32")
+             for b in ("triton", "torch")]
+    runner = _case.CaseRunner()
+    runner.prepare(batch[0], batch)
+    note = runner.compiles[_case.case_key(batch[0])]
+    assert note.startswith("compiled (7 new cache files")
+    assert "; 3 more of its kernels compiled ahead in 2 processes in" in note
+    assert "failed" not in note
+    runner.prepare(batch[2], batch)  # the same op and backend: not again
+    assert "ahead" not in runner.compiles[_case.case_key(batch[2])]
+    monkeypatch.setattr(_case, "cache_files", lambda: 0)  # a warm cache: nothing ahead
+    warm = _case.CaseRunner()
+    warm.prepare(batch[0], batch)
+    assert "ahead" not in warm.compiles[_case.case_key(batch[0])]
+
+
+def test_build_only_compiles_without_inputs_or_a_launch(cpu_bench) -> None:
+    from benchmarks import _case
+
+    out = _case.build_only({"op": "gemm", "case": "test-ragged", "dtype": "fp16",
+                            "backend": "triton"})
+    assert out["seconds"] >= 0 and out["config"]["BM"] > 0

@@ -8,15 +8,19 @@ or a test.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
 import os
 import re
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,27 +77,121 @@ def run_asv(args: list[str], env: dict[str, str], repo: Path = REPO,
 
 
 PROGRESS = re.compile(r"^\[\s*(\d+(?:\.\d+)?)%\]")
+FINISHED = re.compile(r"^\[\s*\d+(?:\.\d+)?%\] ··· ([A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,})\s")
+RUNNING = re.compile(r"^· Running (\d+) total benchmarks \((\d+) commits \* (\d+) env")
 ETA_EVERY_S = 30.0
+# Seconds a case of each kind of benchmark took with warm caches (H200 machine,
+# 2026-12-01, docs/perf.md "Suite throughput"): the first timed suite of an op measures
+# (warm-up, trials, energy burst), the second reads that measurement; the first static
+# figure suite compiles for both targets, the others read its cache. The run's own pace
+# then scales these.
+CASE_SECONDS = {"measure": 4.0, "reuse": 0.1, "compile": 11.0, "static_first": 3.2,
+                "static": 0.05}
+
+
+def expected_seconds(benchmarks: dict[str, dict[str, Any]],
+                     regexes: Sequence[str]) -> dict[str, float]:
+    """Benchmark name -> the seconds it should take, in asv's order (sorted names): its
+    selected cases (asv's -b matching: name(param reprs)) times ``CASE_SECONDS``."""
+    out: dict[str, float] = {}
+    seen_timed: set[str] = set()
+    seen_static: set[str] = set()
+    for name in sorted(benchmarks):
+        meta = benchmarks[name]
+        if not isinstance(meta, dict) or "params" not in meta:
+            continue
+        combos = list(itertools.product(*meta["params"])) if meta["params"] else [()]
+        full = [f"{name}({', '.join(c)})" if c else name for c in combos]
+        cases = sum(1 for n in full if not regexes or any(re.search(r, n) for r in regexes))
+        if not cases:
+            continue
+        module, method = name.split(".")[0], name.rsplit(".", 1)[-1]
+        if method in ("track_time", "track_energy"):
+            kind = "reuse" if module in seen_timed else "measure"
+            seen_timed.add(module)
+        elif method == "track_compile":
+            kind = "compile"
+        else:
+            kind = "static" if module in seen_static else "static_first"
+            seen_static.add(module)
+        out[name] = cases * CASE_SECONDS[kind]
+    return out
 
 
 class Eta:
-    """Reads asv's ``[ 37.50%]`` progress and says, now and then, how long is left."""
+    """How long an ``asv run`` has left, said every ``ETA_EVERY_S``.
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    Once asv has discovered the suite, each benchmark is weighed by its selected cases
+    and the seconds such a case takes (``expected_seconds``); the benchmarks done so far
+    set the pace. Without ``benchmarks.json`` it falls back on asv's ``[ 37.50%]``,
+    which counts a 48-case GPU suite the same as a 4-case static one."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 benchmarks_json: Path | None = None, regexes: Sequence[str] = ()) -> None:
         self.clock, self.start, self.last = clock, clock(), clock()
+        self.benchmarks_json, self.regexes = benchmarks_json, list(regexes)
+        self.order: list[tuple[str, float]] = []  # one commit's benchmarks, asv's order
+        self.steps = 0  # benchmarks in the whole run (commits x environments x suite)
+        self.done = 0
+        self.done_expected = 0.0  # what the benchmarks done so far were expected to take
+        self.done_spent = 0.0  # ... and what they took
+        self.running_since = self.start
+        self.percent = 0.0
 
     def update(self, line: str) -> str | None:
-        match = PROGRESS.match(line)
+        """Take one line of asv's output; a progress note when one is due."""
         now = self.clock()
-        if not match or now - self.last < ETA_EVERY_S:
+        running = RUNNING.match(line)
+        if running:
+            self._plan(int(running.group(2)) * int(running.group(3)))
+            self.running_since = now
+        match = PROGRESS.match(line)
+        if match:
+            self.percent = float(match.group(1)) / 100.0
+        finished = FINISHED.match(line)
+        if finished and self.order and self.done < self.steps:
+            self.done_expected += self.order[self.done % len(self.order)][1]
+            self.done_spent = now - self.running_since
+            self.done += 1
+        return self.note() if match else None
+
+    def _plan(self, copies: int) -> None:
+        if self.benchmarks_json is None or not self.benchmarks_json.is_file():
+            return
+        try:
+            meta = json.loads(self.benchmarks_json.read_text())
+        except (OSError, ValueError):
+            return
+        self.order = list(expected_seconds(meta, self.regexes).items())
+        self.steps = len(self.order) * max(1, copies)
+
+    def note(self, force: bool = False) -> str | None:
+        now = self.clock()
+        if not force and now - self.last < ETA_EVERY_S:
             return None
-        done = float(match.group(1)) / 100.0
-        if done <= 0.0:
+        if self.order:
+            left = self._left_planned(now)
+            done = f"{self.done} of {self.steps} benchmarks done"
+        elif self.percent > 0.0:
+            elapsed = now - self.start
+            left = elapsed * (1.0 - self.percent) / self.percent
+            done = f"{self.percent:.0%} of the run done"
+        else:
             return None
         self.last = now
-        elapsed = now - self.start
-        return (f"kperf: {done:.0%} of the run done after {_minutes(elapsed)}; about "
-                f"{_minutes(elapsed * (1.0 - done) / done)} left")
+        return (f"kperf: {done} after {_minutes(now - self.start)}; about "
+                f"{_minutes(left)} left")
+
+    def _left_planned(self, now: float) -> float:
+        per_commit = sum(seconds for _, seconds in self.order)
+        total = per_commit * self.steps / len(self.order)
+        pace = self.done_spent / self.done_expected if self.done_expected > 0 else 1.0
+        if self.done >= self.steps:
+            return 0.0
+        current = self.order[self.done % len(self.order)][1]  # the benchmark running now
+        in_current = now - self.running_since - self.done_spent
+        after = total - self.done_expected - current
+        return max(0.0, after * pace) + max(0.0, current * pace - in_current)
 
 
 def _minutes(seconds: float) -> str:
@@ -103,19 +201,36 @@ def _minutes(seconds: float) -> str:
 
 def _run_with_eta(cmd: list[str], repo: Path, env: dict[str, str],
                   check: bool) -> subprocess.CompletedProcess:
-    """asv with its output passed through, and an ETA line every ``ETA_EVERY_S``."""
-    eta = Eta()
+    """asv with its output passed through, and an ETA line every ``ETA_EVERY_S`` (also
+    while a long benchmark prints nothing)."""
+    eta = Eta(benchmarks_json=repo / ".asv" / "results" / "benchmarks.json",
+              regexes=json.loads(env.get("KPERF_BENCH_REGEX") or "[]"))
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(ETA_EVERY_S / 3):
+            with lock:
+                note = eta.note()
+            if note:
+                print(note, flush=True)
+
+    ticker = threading.Thread(target=tick, daemon=True, name="kperf-eta")
     with subprocess.Popen(cmd, cwd=repo, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        ticker.start()
         try:
             for line in proc.stdout:
                 sys.stdout.write(line)
-                note = eta.update(line)
+                with lock:
+                    note = eta.update(line)
                 if note:
                     print(note, flush=True)
         except BaseException:
             proc.kill()  # Ctrl-C: asv's partial results are its own to keep or not
             raise
+        finally:
+            stop.set()
         code = proc.wait()
     if check and code != 0:
         raise subprocess.CalledProcessError(code, cmd)

@@ -12,6 +12,8 @@ and the site to html/.
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import subprocess
 import sys
 import time
@@ -46,9 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         print("No GPU found: running only the CPU-side benchmarks (compile times and "
               "gfx942 / sm_90a static figures). GPU timings need a CUDA or ROCm GPU.")
     env = asv_env(info["machine"], cpu_only=not gpu)
+    env["KPERF_BENCH_REGEX"] = json.dumps(benches)  # the suites compile ahead what is chosen
 
     shas = commits(args.range)
-    started = time.monotonic()
+    started, started_at = time.monotonic(), time.time()
     with write_hashfile(shas) as hashfile:
         run_args = ["run", "--machine", info["machine"], "--record-samples", "--show-stderr",
                     f"HASHFILE:{hashfile}"]
@@ -57,12 +60,17 @@ def main(argv: list[str] | None = None) -> int:
         code = run_and_publish(run_args, env, REPO, [], REPO / "html",
                                REPO / ".asv" / "records", publish=not args.no_publish)
     print(summary(REPO / ".asv" / "results" / info["machine"], shas,
-                  time.monotonic() - started))
+                  time.monotonic() - started, since=started_at, regexes=benches))
     return code
 
 
-def summary(results: Path, shas: list[str], wall_s: float) -> str:
-    """What the run did: cases by outcome, the wall time, the time a case took."""
+def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
+            regexes: list[str] | None = None) -> str:
+    """What the run did: cases by outcome, the wall time, the time a case took.
+
+    asv merges a run into the commit's results file, so only the cases of benchmarks
+    that started at or after ``since`` (epoch seconds) and that ``regexes`` (asv's -b)
+    select are this run's."""
     from tools.gate.asvio import ResultsFileError, read_results_file
 
     counts = {"ok": 0, "failed": 0, "skipped": 0}
@@ -70,15 +78,34 @@ def summary(results: Path, shas: list[str], wall_s: float) -> str:
         for path in sorted(results.glob(f"{sha[:8]}-*.json")):
             try:
                 _, cases = read_results_file(path)
+                started = benchmarks_started(path, since)
             except ResultsFileError as err:
                 return f"kperf: the run's results are unreadable: {err}"
-            for block in cases.values():
-                counts[block.status] += 1
+            for name, block in cases.items():
+                if name.split("(", 1)[0] in started and (
+                        not regexes or any(re.search(r, name) for r in regexes)):
+                    counts[block.status] += 1
     run = counts["ok"] + counts["failed"]
     per_case = f"; {wall_s / run:.1f} s a case run" if run else ""
     return (f"kperf: {sum(counts.values())} cases over {len(shas)} commit(s): "
             f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped; "
             f"wall {wall_s / 60:.1f} min{per_case} (asv, its environments and the site)")
+
+
+def benchmarks_started(path: Path, since: float) -> set[str]:
+    """The benchmarks of an asv results file that started at or after ``since``."""
+    from tools.gate.asvio import ResultsFileError
+
+    try:
+        results = json.loads(path.read_text())
+        if not since:
+            return set(results["results"])
+        column = results["result_columns"].index("started_at")
+        return {name for name, row in results["results"].items()
+                if len(row) > column and row[column] is not None
+                and row[column] >= since * 1000.0}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ResultsFileError(path, f"no start times: {err}") from err
 
 
 if __name__ == "__main__":
