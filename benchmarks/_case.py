@@ -166,8 +166,9 @@ class CaseRunner:
     def prepare(self, spec: dict[str, Any],
                 batch: list[dict[str, Any]] | None = None) -> Prepared:
         """Build, check and keep one case. ``batch``: the cases the run will ask for next
-        (asv's selection of this suite); when this case's build missed the compile cache,
-        the batch's other kernels of its op and backend are compiled ahead, in parallel."""
+        (asv's selection of this suite, a gate side's cases); when this case's build missed
+        the compile cache, the batch's other kernels of its backend are compiled ahead, in
+        parallel."""
         key = case_key(spec)
         if key in self.prepared:
             self.prepared.move_to_end(key)
@@ -191,16 +192,17 @@ class CaseRunner:
 
     def compile_ahead(self, spec: dict[str, Any], batch: list[dict[str, Any]]) -> str:
         """Compile, in ``COMPILE_AHEAD_PROCESSES`` processes, the kernels of ``batch`` with
-        ``spec``'s op and backend that this worker has not built: they land in the
-        compilers' on-disk caches, so each case's own prepare then loads its kernel. Once
-        per op and backend; a kernel that fails here fails again in its case's turn."""
-        group = (spec["op"], spec["backend"])
-        if spec["backend"] not in COMPILE_AHEAD_BACKENDS or group in self.compiled_ahead:
+        ``spec``'s backend that this worker has not built: they land in the compilers'
+        on-disk caches, so each case's own prepare then loads its kernel. Once per op and
+        backend (an asv suite's batch is one op's; a gate side's spans ops); a kernel that
+        fails here fails again in its case's turn."""
+        backend = spec["backend"]
+        if backend not in COMPILE_AHEAD_BACKENDS or (spec["op"], backend) in self.compiled_ahead:
             return ""
-        self.compiled_ahead.add(group)
+        self.compiled_ahead.add((spec["op"], backend))
         built = {key[0] for key in self.builds}
-        todo = [s for s in batch if (s["op"], s["backend"]) == group
-                and s.get("overrides") is None and _what(s) not in built]
+        todo = [s for s in batch if s["backend"] == backend and not s.get("overrides")
+                and _what(s) not in built and s != spec]
         if len(todo) < 2 or COMPILE_AHEAD_PROCESSES < 2:
             return ""
         from harness.pool import run_many
@@ -210,7 +212,7 @@ class CaseRunner:
                            sys.path, str(Path(__file__).with_name("__init__.py")),
                            PREPARE_TIMEOUT_S)
         failed = sum(not a["ok"] for a in answers)
-        return (f"; {len(todo) - failed} more of its kernels compiled ahead in "
+        return (f"; {len(todo) - failed} more {backend} kernels compiled ahead in "
                 f"{min(COMPILE_AHEAD_PROCESSES, len(todo))} processes in "
                 f"{time.perf_counter() - start:.1f} s"
                 + (f" ({failed} failed there: each is tried again in its turn)"

@@ -438,13 +438,15 @@ class OpLog(FakeClient):
 
     def __init__(self, slot: str, events: list) -> None:
         super().__init__("base" if "-base-" in slot else "head", [])
-        self.slot, self.events = slot, events
+        self.slot, self.events, self.batches = slot, events, []
 
     def shutdown(self) -> None:
         self.events.append((self.slot, "shutdown"))
 
     def request(self, message: dict, timeout_s: float) -> dict:
         self.events.append((self.slot, message["op"]))
+        if message["op"] == "prepare":
+            self.batches.append(message.get("batch"))
         if message["op"] == "warm":
             assert all("case" in spec for spec in message["specs"])  # what it will measure
             return {"seconds": 0.0, "missing": []}
@@ -480,6 +482,9 @@ def test_the_next_pair_starts_ahead_and_no_worker_outlives_the_run(tmp_path: Pat
             assert [op for s, op in events if s == slot][:2] == ["warm", "prepare"], slot
     for slot in clients:
         assert (slot, "shutdown") in events, slot
+    # each prepare names the side's cases still to prepare, to be compiled ahead at once
+    first = clients["gate-gpu-base-g1"].batches
+    assert first[0] == [c["spec"] for c in cases] and len(first) == len(cases)
     # what each pair's preparation cost, per case and side (docs/perf.md's restart figures)
     prepared = [json.loads(line) for line in (tmp_path / "prepares.jsonl").open()]
     assert {row["generation"] for row in prepared} == set(used)

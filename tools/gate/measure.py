@@ -209,13 +209,15 @@ class Run:
                 if r.get("generation", 0) == self.generation}
 
         def side_job(side: str) -> None:
+            batch = [case["spec"] for case in cases if (case["name"], side) not in done]
             for case in cases:
                 if (case["name"], side) in done:
                     continue
                 start = time.monotonic()
                 try:
                     reply = self.client(lane, side).request(
-                        {"op": "prepare", "spec": case["spec"]}, PREPARE_TIMEOUT_S)
+                        {"op": "prepare", "spec": case["spec"], "batch": batch},
+                        PREPARE_TIMEOUT_S)
                     self.note_prepare(case, side, time.monotonic() - start, reply)
                 except (RemoteError, RemoteSkip, WorkerError) as err:
                     self.record(case, failed_block(side, round_, err, confirm,
