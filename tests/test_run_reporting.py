@@ -131,3 +131,25 @@ def _m(seconds: float) -> str:
     from tools.asvrun import _minutes
 
     return _minutes(seconds)
+
+
+def test_every_asv_run_tells_the_suites_what_was_selected(tmp_path: Path, monkeypatch) -> None:
+    """tools.bench, the stack matrix and the GPU shards all go through run_asv: the suites
+    read the -b regexes from KPERF_BENCH_REGEX to compile ahead only what will run."""
+    import subprocess
+
+    from tools import asvrun
+
+    assert asvrun.bench_regexes(["run", "-b", "x", "--bench", "y", "--bench=z", "-E"]) == [
+        "x", "y", "z"]
+    seen = {}
+
+    def fake_run(cmd, **kw):
+        seen.update(kw["env"])
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(asvrun.subprocess, "run", fake_run)
+    asvrun.run_asv(["run", "-b", r"GemmTime\.track_time\('square"], {"A": "1"}, tmp_path,
+                   log=tmp_path / "asv.log")
+    assert json.loads(seen["KPERF_BENCH_REGEX"]) == [r"GemmTime\.track_time\('square"]
+    assert seen["A"] == "1"

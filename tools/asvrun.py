@@ -65,6 +65,8 @@ def run_asv(args: list[str], env: dict[str, str], repo: Path = REPO,
     """asv with these arguments; ``log``: append its output to that file instead of
     showing it (parallel runs, tools/shard.py)."""
     cmd = [sys.executable, "-m", "asv", *args]
+    # The suites compile ahead the cases asv was asked for (benchmarks/_suites.py)
+    env = {**env, "KPERF_BENCH_REGEX": json.dumps(bench_regexes(args))}
     if log is None:
         print("+ asv " + " ".join(args), flush=True)
         return _run_with_eta(cmd, repo, env, check)
@@ -74,6 +76,17 @@ def run_asv(args: list[str], env: dict[str, str], repo: Path = REPO,
         out.flush()
         return subprocess.run(cmd, cwd=repo, env=env, check=check, stdout=out,
                               stderr=subprocess.STDOUT)
+
+
+def bench_regexes(args: Sequence[str]) -> list[str]:
+    """The ``-b`` / ``--bench`` regexes of an asv command line."""
+    out = []
+    for i, arg in enumerate(args):
+        if arg in ("-b", "--bench") and i + 1 < len(args):
+            out.append(args[i + 1])
+        elif arg.startswith("--bench="):
+            out.append(arg.split("=", 1)[1])
+    return out
 
 
 PROGRESS = re.compile(r"^\[\s*(\d+(?:\.\d+)?)%\]")
