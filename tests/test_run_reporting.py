@@ -84,7 +84,7 @@ def test_expected_seconds_weigh_each_benchmark_by_its_cases_and_kind() -> None:
     assert out["bench_x.XEnergy.track_energy"] == 6 * CASE_SECONDS["measure"]
     assert out["bench_x.XTime.track_time"] == 6 * CASE_SECONDS["reuse"]
     assert out["bench_x.XCompile.track_compile"] == 4 * CASE_SECONDS["compile"]
-    assert out["bench_x.XOccupancy.track_value"] == 4 * CASE_SECONDS["static_first"]
+    assert out["bench_x.XOccupancy.track_value"] == 4 * CASE_SECONDS["static"]
     assert out["bench_x.XRegisters.track_value"] == 4 * CASE_SECONDS["static"]
     chosen = expected_seconds(_suite_meta(), [r"XTime\.track_time\('c1'"])
     assert chosen == {"bench_x.XTime.track_time": 2 * CASE_SECONDS["measure"]}

@@ -94,12 +94,11 @@ FINISHED = re.compile(r"^\[\s*\d+(?:\.\d+)?%\] ··· ([A-Za-z_]\w*(?:\.[A-Za-z_
 RUNNING = re.compile(r"^· Running (\d+) total benchmarks \((\d+) commits \* (\d+) env")
 ETA_EVERY_S = 30.0
 # Seconds a case of each kind of benchmark took with warm caches (H200 machine,
-# 2026-12-01, docs/perf.md "Suite throughput"): the first timed suite of an op measures
-# (warm-up, trials, energy burst), the second reads that measurement; the first static
-# figure suite compiles for both targets, the others read its cache. The run's own pace
-# then scales these.
-CASE_SECONDS = {"measure": 4.0, "reuse": 0.1, "compile": 11.0, "static_first": 3.2,
-                "static": 0.05}
+# 2026-12-01, docs/perf.md "Around midnight"): the first timed suite of an op measures
+# (warm-up, trials, energy burst), the second reads that measurement; the compile suite
+# compiles four times a case, and its first compile gives the static figure suites their
+# figures. The run's own pace then scales these.
+CASE_SECONDS = {"measure": 4.0, "reuse": 0.1, "compile": 11.0, "static": 0.05}
 
 
 def expected_seconds(benchmarks: dict[str, dict[str, Any]],
@@ -108,7 +107,6 @@ def expected_seconds(benchmarks: dict[str, dict[str, Any]],
     selected cases (asv's -b matching: name(param reprs)) times ``CASE_SECONDS``."""
     out: dict[str, float] = {}
     seen_timed: set[str] = set()
-    seen_static: set[str] = set()
     for name in sorted(benchmarks):
         meta = benchmarks[name]
         if not isinstance(meta, dict) or "params" not in meta:
@@ -122,11 +120,8 @@ def expected_seconds(benchmarks: dict[str, dict[str, Any]],
         if method in ("track_time", "track_energy"):
             kind = "reuse" if module in seen_timed else "measure"
             seen_timed.add(module)
-        elif method == "track_compile":
-            kind = "compile"
         else:
-            kind = "static" if module in seen_static else "static_first"
-            seen_static.add(module)
+            kind = "compile" if method == "track_compile" else "static"
         out[name] = cases * CASE_SECONDS[kind]
     return out
 
