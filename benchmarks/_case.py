@@ -130,6 +130,7 @@ class CaseRunner:
         self.builds: dict[Any, tuple[Any, float]] = {}
         self.input_sets = InputSets()
         self.compiled_ahead: set[tuple[str, str]] = set()
+        self.measured_until: float | None = None  # monotonic end of the last measurement
         self.prepared: OrderedDict[str, Prepared] = OrderedDict()
         self.input_bytes: dict[str, float] = {}
         self.last: dict[str, dict[str, Any]] = {}  # the latest measurement of each case
@@ -243,14 +244,20 @@ class CaseRunner:
             raise ValueError(f"plan 'placements' must be an integer >= 0, got {placements!r}")
         if placements and prepared.fn is not None and prepared.inputs:
             prepared = self.placed(prepared, placements)
+        # How long the GPU had been idle (as far as this worker knows) when the warm-up
+        # began: with the warm-up trace, what a case's settling depends on
+        idle_before_s = (time.monotonic() - self.measured_until
+                         if self.measured_until is not None else None)
         try:
             m = timing.measure(prepared.calls, self.device(),
                                timing.Plan().with_overrides(**plan), self.source())
         finally:
+            self.measured_until = time.monotonic()
             self.release_placed()
         return {"measurement": m.as_record(), "samples": m.samples, "number": m.number,
                 "target": self.target().name, "gpu": self.device().name,
-                "measured_at": time.time(), "pid": os.getpid(), **derived(prepared, m)}
+                "measured_at": time.time(), "pid": os.getpid(),
+                "idle_before_s": idle_before_s, **derived(prepared, m)}
 
     def placed(self, prepared: Prepared, placements: int) -> Prepared:
         """The case with its inputs copied to ``placements`` new places in device memory,

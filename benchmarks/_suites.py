@@ -98,7 +98,7 @@ class _TimeSuite(_CaseSuite):
 
 
 RECORD_FIELDS = ("measurement", "config", "target", "gpu", "first_call_s", "tflops", "gbps",
-                 "max_abs_err", "energy_per_call_j", "pid")
+                 "max_abs_err", "energy_per_call_j", "pid", "idle_before_s")
 
 
 def _time_name(suite: type) -> str:

@@ -92,6 +92,9 @@ class Measurement:
     energy_burst: dict[str, Any] | None = None  # calls, span, joules, device seconds
     at_cap: bool = False  # the warm-up ended with the board's power at the cap (cap_fraction)
     reps_queued: list[float | None] = field(default_factory=list)  # per trial (module doc)
+    # Each warm-up trial: end (s after the warm-up began), median seconds per call, SM
+    # clock and board power. What settling took, case by case, from whole-suite runs.
+    warmup_trace: list[dict[str, float | None]] = field(default_factory=list)
 
     def asv_result(self) -> dict[str, Any]:
         """The shape asv parses as a timing: median, CI and Mann-Whitney over samples."""
@@ -242,6 +245,7 @@ def measure(
         energy_per_call_j=energy_per_call,
         energy_burst=burst,
         reps_queued=queued,
+        warmup_trace=warm.trace,
     )
 
 
@@ -327,6 +331,7 @@ class WarmUp:
     seconds: float
     settled: bool
     at_cap: bool  # its last trial's board power was at the cap
+    trace: list[dict[str, float | None]] = field(default_factory=list)
 
 
 def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
@@ -351,6 +356,7 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
     powers: list[float | None] = []
     limits: list[float | None] = []
     ends: list[float] = []
+    trace: list[dict[str, float | None]] = []
     n = 0
     while True:
         t0 = clock()
@@ -363,9 +369,11 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
         ends.append(t1)
         n += 1
         elapsed = t1 - start
+        trace.append({"t_s": round(elapsed, 4), "s": values[-1], "mhz": clocks[-1],
+                      "w": powers[-1]})
         at_cap = _at_cap(powers[-1], limits[-1], plan)
         if (elapsed >= plan.warmup_min_s and _cap_wait_s(ends, powers, limits, start, plan) == 0
                 and _settled(values, clocks, plan, powers, at_cap)):
-            return WarmUp(n, elapsed, True, at_cap)
+            return WarmUp(n, elapsed, True, at_cap, trace)
         if elapsed >= plan.warmup_max_s:
-            return WarmUp(n, elapsed, False, at_cap)
+            return WarmUp(n, elapsed, False, at_cap, trace)

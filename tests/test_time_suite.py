@@ -89,6 +89,13 @@ def test_time_suite_measures_in_a_worker_and_writes_a_record(cpu_bench: Path) ->
     flops = 2.0 * 96 * 80 * 72
     assert rec["tflops"] == pytest.approx(flops / statistics.median(samples) / 1e12)
     assert rec["energy_per_call_j"] is None
+    assert rec["idle_before_s"] is None  # the worker's first measurement
+    assert len(m["warmup_trace"]) == m["warmup_trials"]
+    second = bench_gemm.GemmTime()
+    second.setup(CASE[0], "fp32", CASE[2])
+    second.track_time(CASE[0], "fp32", CASE[2])
+    later = [json.loads(f.read_text()) for f in cpu_bench.rglob("*.json") if f != files[0]]
+    assert len(later) == 1 and 0 <= later[0]["idle_before_s"] < 60
     suite.worker.shutdown()
 
 

@@ -61,6 +61,12 @@ def test_warm_up_runs_until_the_clock_has_settled():
     m = measure([kernel], gpu, Plan(trials=5, min_trial_s=0.005, warmup_min_s=0.1),
                 clock=lambda: gpu.now)
     assert m.settled and m.warmup_trials > 3 and m.warmup_s >= 0.1
+    # the trace shows each warm-up trial: the boost's faster ones, then the capped level
+    trace = m.warmup_trace
+    assert len(trace) == m.warmup_trials
+    assert trace[-1]["t_s"] == pytest.approx(m.warmup_s, abs=1e-4)  # kept to 0.1 ms
+    assert [row["t_s"] for row in trace] == sorted(row["t_s"] for row in trace)
+    assert trace[0]["s"] < trace[-1]["s"] == pytest.approx(500e-6, rel=1e-6)
     # no sample was taken at boost: all read the capped clock's time
     assert max(m.samples) == pytest.approx(min(m.samples), rel=1e-6)
     assert m.samples[0] == pytest.approx(500e-6, rel=1e-6)
