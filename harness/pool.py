@@ -44,34 +44,50 @@ def run_many(handler: str, requests: Sequence[dict[str, Any]], processes: int,
     env["PYTHONPATH"] = HARNESS_ROOT
     answers: list[dict[str, Any]] = [{"ok": False, "error": "not run"} for _ in requests]
     with tempfile.TemporaryDirectory(prefix="kperf-pool-") as folder:
-        children = []
-        for n, share in enumerate(shares):
-            job = Path(folder) / f"job-{n}.json"
-            job.write_text(json.dumps({"handler": handler, "sys_path": list(sys_path),
-                                       "preload": preload,
-                                       "requests": [requests[i] for i in share]}))
-            out = (Path(folder) / f"out-{n}.jsonl").open("w")
-            children.append((share, out, subprocess.Popen(
-                [sys.executable, "-m", "harness.pool", str(job)], env=env, stdout=out,
-                stderr=subprocess.STDOUT)))
-        deadline = time.monotonic() + timeout_s
-        for share, out, child in children:
-            try:
-                code = child.wait(timeout=max(0.0, deadline - time.monotonic()))
-                why = f"the process exited with {code}"
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
-                why = f"the process ran past {timeout_s:.0f} s and was killed"
-            out.close()
-            lines = Path(out.name).read_text().splitlines()
-            done = [json.loads(line) for line in lines if line.startswith('{"ok"')]
-            for i, answer in zip(share, done, strict=False):
-                answers[i] = answer
-            for i in share[len(done):]:
-                answers[i] = {"ok": False, "error": f"{why} before answering; its output "
-                                                    f"ended: {' | '.join(lines[-5:])}"}
+        children: list[tuple[list[int], Path, subprocess.Popen]] = []
+        try:
+            for n, share in enumerate(shares):
+                job, out = Path(folder) / f"job-{n}.json", Path(folder) / f"out-{n}.jsonl"
+                job.write_text(json.dumps({"handler": handler, "sys_path": list(sys_path),
+                                           "preload": preload,
+                                           "requests": [requests[i] for i in share]}))
+                with out.open("w") as sink:
+                    children.append((share, out, subprocess.Popen(
+                        [sys.executable, "-m", "harness.pool", str(job)], env=env,
+                        stdout=sink, stderr=subprocess.STDOUT)))
+            deadline = time.monotonic() + timeout_s
+            for share, out, child in children:
+                try:
+                    code = child.wait(max(0.0, deadline - time.monotonic()))
+                    why = f"the process exited with {code}"
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+                    why = f"the process ran past {timeout_s:.0f} s and was killed"
+                _collect(share, out.read_text().splitlines(), why, answers)
+        finally:
+            for _, _, child in children:  # an interrupted caller leaves no compiles behind
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
     return answers
+
+
+def _collect(share: list[int], lines: list[str], why: str,
+             answers: list[dict[str, Any]]) -> None:
+    """A child's answer lines, in its share's order; the rest of its share failed."""
+    done = []
+    for line in lines:
+        if line.startswith('{"ok"'):
+            try:
+                done.append(json.loads(line))
+            except ValueError:  # cut short by the kill
+                break
+    for i, answer in zip(share, done, strict=False):
+        answers[i] = answer
+    for i in share[len(done):]:
+        answers[i] = {"ok": False, "error": f"{why} before answering; its output ended: "
+                                            f"{' | '.join(lines[-5:])}"}
 
 
 def _serve(job: dict[str, Any]) -> None:

@@ -17,6 +17,8 @@ HANDLER = textwrap.dedent('''
             raise ValueError(f"case {request['n']} does not compile")
         if request.get("hang"):
             time.sleep(60)
+        if request.get("crash"):
+            os._exit(3)  # a compiler that takes its process down
         return {"n": request["n"], "pid": os.getpid(), "marker": toysuite.MARKER,
                 "on_path": "/nowhere/else" in sys.path}
 ''')
@@ -50,3 +52,12 @@ def test_a_hung_process_is_killed_and_only_its_unanswered_requests_fail(tmp_path
     # process 0 took requests 0 and 2 (answered 0, hung on 2); process 1 took 1 and 3
     assert [a["ok"] for a in answers] == [True, True, False, True]
     assert "ran past 5 s and was killed" in answers[2]["error"]
+
+
+def test_a_crashed_process_fails_only_the_requests_it_had_left(tmp_path: Path) -> None:
+    handler, preload = _suite(tmp_path)
+    requests = [{"n": 0}, {"n": 1}, {"n": 2, "crash": True}, {"n": 3}, {"n": 4}, {"n": 5}]
+    answers = run_many(handler, requests, 2, sys.path, preload, 60)
+    # process 0 took 0, 2, 4: answered 0, died on 2; process 1 answered 1, 3 and 5
+    assert [a["ok"] for a in answers] == [True, True, False, True, False, True]
+    assert answers[2]["error"].startswith("the process exited with 3 before answering")
