@@ -34,22 +34,22 @@ from typing import Any
 
 from harness import timing
 from harness.device import open_device
-from harness.prepare import Prepared, calls_over, prepare
+from harness.prepare import Prepared, calls_over, case_what, prepare
 from harness.telemetry import Source, open_source
 from harness.worker import WorkerClient, WorkerSpec, device_key
 
 # Inputs of prepared cases a worker keeps on the GPU, least recently used dropped first.
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
 # Input sets as made (on the CPU, seeded), kept on the GPU so that a case's other
-# backends and dtypes' second look get copies instead of making them again: making the
-# inputs of a large case cost 1.5-4 s of host time (H200 machine, 2026-12-01, docs/perf.md).
+# backends get copies instead of making them again: a large case's torch backend spent
+# 1.6-5.6 s outside its measurement, mostly on that (H200 machine, 2026-12-01, docs/perf.md).
 INPUT_SETS_BYTES = int(float(os.environ.get("KPERF_INPUT_SETS_GB", "8")) * 2**30)
 # Pads in front of placed copies (plan key placements): up to this many 2 MiB pages.
 PAD_PAGES = 64
 # A cold TileLang compile of the largest kernel took ~20 s on the CPU machine (docs/perf.md).
 PREPARE_TIMEOUT_S = 600.0
-# Backends whose build is the compile (TileLang: nvcc, ~5 s a kernel on the H200 machine's
-# host, docs/perf.md); a Triton kernel compiles at its first launch, on the GPU's inputs.
+# Backends whose build is the compile (TileLang: nvcc, 4.7-7.3 s a kernel to first result on
+# the H200 machine, 2026-12-01, docs/perf.md); a Triton kernel compiles at its first launch.
 COMPILE_AHEAD_BACKENDS = ("tilelang",)
 # Processes that compile a cold op's other kernels at once: each imports torch and the
 # compiler (~1.5 GB of host memory), and the host keeps cores for the worker and asv.
@@ -203,7 +203,8 @@ class CaseRunner:
         self.compiled_ahead.add((spec["op"], backend))
         built = {key[0] for key in self.builds}
         todo = [s for s in batch if s["backend"] == backend and not s.get("overrides")
-                and _what(s) not in built and s != spec]
+                and case_what(s["op"], s["case"], s["dtype"], s["backend"]) not in built
+                and s != spec]
         if len(todo) < 2 or COMPILE_AHEAD_PROCESSES < 2:
             return ""
         from harness.pool import run_many
@@ -301,11 +302,6 @@ class CaseRunner:
         result = self.measure(spec, plan)
         self.last[key] = {"result": result, "consumers": {consumer}}
         return {**result, "fresh": True}
-
-
-def _what(spec: dict[str, Any]) -> str:
-    """The name ``harness.prepare`` keys a build by."""
-    return f"{spec['op']}/{spec['case']}/{spec['dtype']}/{spec['backend']}"
 
 
 def build_only(spec: dict[str, Any]) -> dict[str, Any]:

@@ -70,10 +70,10 @@ class _CaseSuite:
                 if not regexes or any(re.search(r, f"{name}({', '.join(map(repr, combo))})")
                                       for r in regexes)]
 
-    def _measure(self, consumer: str) -> dict[str, Any]:
+    def _measure(self) -> dict[str, Any]:
         plan = json.loads(os.environ.get("KPERF_PLAN", "{}"))
         result = self.worker.request({"op": "measure", "spec": self.spec, "plan": plan,
-                                      "consumer": consumer}, MEASURE_TIMEOUT_S)
+                                      "consumer": self.consumer}, MEASURE_TIMEOUT_S)
         if result["fresh"]:  # one record per measurement, whichever benchmark reads it first
             params = {k: self.spec[k] for k in self.param_names}
             record.write_record(_time_name(type(self)), params, {
@@ -86,7 +86,7 @@ class _TimeSuite(_CaseSuite):
     """Device-event timing: the samples asv keeps, with a record of their telemetry."""
 
     def track_time(self, case: str, dtype: str, backend: str) -> dict[str, Any]:
-        result = self._measure(self.consumer)
+        result = self._measure()
         return {"samples": result["samples"], "number": result["number"]}
 
     track_time.unit = "seconds"
@@ -120,7 +120,7 @@ class _EnergySuite(_CaseSuite):
 
     def setup(self, case: str, dtype: str, backend: str) -> None:
         super().setup(case, dtype, backend)
-        self.result = self._measure(self.consumer)
+        self.result = self._measure()
         if self.result["energy_per_call_j"] is None:
             telemetry = self.result["measurement"]
             raise NotImplementedError(
@@ -249,10 +249,9 @@ class _CompileTime:
         self.target = get_target(target)
         # The first compile in a process pays one-off initialisation (Triton's first took
         # 1.7-8.8x its next three, TileLang's up to 1.4x: CPU machine, 2026-12-02,
-        # docs/perf.md);
-        # doing it here also turns a kernel this stack cannot build (compat's version
-        # checks) into a skip. Its artifacts are the static figure suites' (asv runs this
-        # suite first): they need not compile the same kernel again.
+        # docs/perf.md); doing it here also turns a kernel this stack cannot build
+        # (compat's version checks) into a skip. Its artifacts are the static figure
+        # suites' (asv runs this suite first): they need not compile the same kernel again.
         artifacts = self._cold_compile(dtype)[1]
         with contextlib.suppress(Exception):  # the figure suites then compile and report
             keep_static_figures({"op": self.op, "case": self.case, "dtype": dtype,

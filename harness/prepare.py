@@ -28,6 +28,11 @@ class Prepared:
     inputs: list[tuple[Any, ...]] = field(default_factory=list)  # one tuple per call
 
 
+def case_what(op_name: str, case_name: str, dtype: str, backend_name: str) -> str:
+    """"op/case/dtype/backend": how a case is named in errors and keyed among builds."""
+    return f"{op_name}/{case_name}/{dtype}/{backend_name}"
+
+
 def calls_over(fn: Callable[..., Any], inputs: list[tuple[Any, ...]]
                ) -> list[Callable[[], Any]]:
     """One zero-argument launch of ``fn`` per input set."""
@@ -53,7 +58,7 @@ def prepare(op: Any, case_name: str, dtype: str, backend_name: str, target: Any,
 
     case = op.case(case_name)
     backend = op.backend(backend_name, case_name)
-    what = f"{op.name}/{case_name}/{dtype}/{backend_name}"
+    what = case_what(op.name, case_name, dtype, backend_name)
     bytes_moved = op.bytes_moved(case, dtype)
     sets = rotating_sets(bytes_moved, target.l2_bytes, max_sets)
     inputs = [op.make_inputs(case, dtype, device, seed) for seed in range(sets)]

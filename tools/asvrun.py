@@ -105,15 +105,16 @@ def expected_seconds(benchmarks: dict[str, dict[str, Any]],
                      regexes: Sequence[str]) -> dict[str, float]:
     """Benchmark name -> the seconds it should take, in asv's order (sorted names): its
     selected cases (asv's -b matching: name(param reprs)) times ``CASE_SECONDS``."""
+    from tools.gate.asvio import case_name, selected
+
     out: dict[str, float] = {}
     seen_timed: set[str] = set()
     for name in sorted(benchmarks):
         meta = benchmarks[name]
         if not isinstance(meta, dict) or "params" not in meta:
             continue
-        combos = list(itertools.product(*meta["params"])) if meta["params"] else [()]
-        full = [f"{name}({', '.join(c)})" if c else name for c in combos]
-        cases = sum(1 for n in full if not regexes or any(re.search(r, n) for r in regexes))
+        combos = itertools.product(*meta["params"]) if meta["params"] else [()]
+        cases = sum(selected(case_name(name, c), regexes) for c in combos)
         if not cases:
             continue
         module, method = name.split(".")[0], name.rsplit(".", 1)[-1]
@@ -191,11 +192,10 @@ class Eta:
                 f"{_minutes(left)} left")
 
     def _left_planned(self, now: float) -> float:
-        per_commit = sum(seconds for _, seconds in self.order)
-        total = per_commit * self.steps / len(self.order)
-        pace = self.done_spent / self.done_expected if self.done_expected > 0 else 1.0
         if self.done >= self.steps:
             return 0.0
+        total = sum(seconds for _, seconds in self.order) * self.steps / len(self.order)
+        pace = self.done_spent / self.done_expected if self.done_expected > 0 else 1.0
         current = self.order[self.done % len(self.order)][1]  # the benchmark running now
         in_current = now - self.running_since - self.done_spent
         after = total - self.done_expected - current

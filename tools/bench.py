@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import time
@@ -70,7 +69,7 @@ def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
     asv merges a run into the commit's results file, so only the cases of benchmarks
     that started at or after ``since`` (epoch seconds) and that ``regexes`` (asv's -b)
     select are this run's."""
-    from tools.gate.asvio import ResultsFileError, read_results_file
+    from tools.gate.asvio import ResultsFileError, read_results_file, selected
 
     counts = {"ok": 0, "failed": 0, "skipped": 0}
     for sha in shas:
@@ -81,8 +80,7 @@ def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
             except ResultsFileError as err:
                 return f"kperf: the run's results are unreadable: {err}"
             for name, block in cases.items():
-                if name.split("(", 1)[0] in started and (
-                        not regexes or any(re.search(r, name) for r in regexes)):
+                if name.split("(", 1)[0] in started and selected(name, regexes or []):
                     counts[block.status] += 1
     run = counts["ok"] + counts["failed"]
     per_case = f"; {wall_s / run:.1f} s a case run" if run else ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,12 @@ class ResultsFileError(Exception):
 
 def case_name(benchmark: str, param_values: Sequence[str]) -> str:
     return f"{benchmark}({', '.join(param_values)})" if param_values else benchmark
+
+
+def selected(name: str, regexes: Sequence[str]) -> bool:
+    """Whether asv's ``-b`` regexes choose the case ``name`` (a ``case_name``): as asv
+    matches them, any one found anywhere in it; no regexes choose everything."""
+    return not regexes or any(re.search(r, name) for r in regexes)
 
 
 def _load(path: Path) -> Any:
