@@ -25,6 +25,12 @@ from harness import METHOD_VERSION, record, static
 from ._case import MEASURE_TIMEOUT_S, PREPARE_TIMEOUT_S, case_op, worker_client
 
 BENCH_REGEX = "KPERF_BENCH_REGEX"  # asv's -b regexes of the run, a JSON list
+# When an op's baseline (torch) is timed: "changed" (default) at a commit where what its
+# timing depends on (baseline_digest) differs from every earlier measurement on this
+# machine; "every" at every commit. Its code is the yardstick, not the code under test
+# (the PR gate leaves it out too), and it took a third of a whole-suite run (docs/perf.md).
+BASELINE_POLICY = "KPERF_BASELINE"
+BASELINE_POLICIES = ("changed", "every")
 
 
 def _bench_name(obj: object, method: str) -> str:
@@ -52,6 +58,9 @@ class _CaseSuite:
         op = case_op(self.op)  # on CPU (tests) also the op's small test cases
         op.backend(backend, op.case(case).name)  # missing here: a skip, before any GPU work
         self.spec = {"op": self.op, "case": case, "dtype": dtype, "backend": backend}
+        self.baseline_key = baseline_digest(self.op) if backend == op.baseline else None
+        if self.baseline_key:
+            skip_unchanged_baseline(_time_name(type(self)), self.spec, self.baseline_key)
         self.worker = worker_client()
         ready = self.worker.request({"op": "prepare", "spec": self.spec,
                                      "consumer": self.consumer, "batch": self.selected()},
@@ -78,6 +87,7 @@ class _CaseSuite:
             params = {k: self.spec[k] for k in self.param_names}
             record.write_record(_time_name(type(self)), params, {
                 "kind": "time", "recorded_at": time.time(),
+                **({"baseline_key": self.baseline_key} if self.baseline_key else {}),
                 **{k: result[k] for k in RECORD_FIELDS}})
         return result
 
@@ -99,6 +109,68 @@ class _TimeSuite(_CaseSuite):
 
 RECORD_FIELDS = ("measurement", "config", "target", "gpu", "first_call_s", "tflops", "gbps",
                  "max_abs_err", "energy_per_call_j", "pid", "idle_before_s")
+
+
+def baseline_policy() -> str:
+    policy = os.environ.get(BASELINE_POLICY, "changed")
+    if policy not in BASELINE_POLICIES:
+        raise ValueError(f"{BASELINE_POLICY}={policy!r}: expected one of {BASELINE_POLICIES}")
+    return policy
+
+
+def baseline_digest(op_name: str, root: Path | None = None) -> str:
+    """What the timing of an op's baseline depends on besides the machine: the op's folder
+    without its compiled backends' modules, the shared ``kernels/*.py``, the measuring
+    code (harness, benchmarks/_case.py), torch's version, the run's plan, and the GPU's
+    identity as its telemetry gives it (driver, power limit)."""
+    import hashlib
+    import importlib.metadata
+    import importlib.util
+
+    import harness
+    from harness.telemetry import open_source
+
+    root = root or Path(importlib.util.find_spec("kernels").origin).parent
+    op = case_op(op_name)
+    others = {root.joinpath(*be.module.split(".")[1:]).with_suffix(".py")
+              for name, be in op.backends.items() if name != op.baseline and be.module}
+    harness_dir = Path(harness.__file__).parent
+    files = [*(p for p in (root / op_name).rglob("*.py") if p not in others),
+             *root.glob("*.py"), *harness_dir.rglob("*.py"), Path(__file__).with_name("_case.py")]
+    digest = hashlib.sha256()
+    for path in sorted(set(files)):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    try:
+        digest.update(f"torch=={importlib.metadata.version('torch')}".encode())
+    except importlib.metadata.PackageNotFoundError:
+        digest.update(b"torch absent")
+    source = open_source()
+    try:
+        identity = source.identity()
+    finally:
+        source.close()
+    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
+    digest.update(os.environ.get("KPERF_PLAN", "{}").encode())
+    return digest.hexdigest()[:20]
+
+
+def skip_unchanged_baseline(time_name: str, spec: dict[str, Any], key: str) -> None:
+    """Under the "changed" policy, a skip (``NotImplementedError``) when this machine timed
+    this baseline case at another commit with the same ``baseline_digest``. A commit that
+    timed it before is timed again: a rerun replaces a measurement, never blanks it."""
+    if baseline_policy() == "every":
+        return
+    params = {k: spec[k] for k in _CaseSuite.param_names}
+    commit = os.environ.get("ASV_COMMIT", "")
+    same = [r for r in record.machine_records(time_name, params)
+            if r.get("baseline_key") == key and r.get("measurement")]
+    if not same or any(r.get("commit") == commit for r in same):
+        return
+    where = str(same[-1].get("commit") or "?")[:8]
+    raise NotImplementedError(
+        f"{spec['op']}/{spec['case']}/{spec['dtype']}/{spec['backend']}: the baseline is "
+        f"unchanged since commit {where} (same code, measuring code, torch and GPU), "
+        f"timed there on this machine; {BASELINE_POLICY}=every times it at every commit")
 
 
 def _time_name(suite: type) -> str:

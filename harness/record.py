@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -84,6 +85,21 @@ def write_record(benchmark: str, params: dict[str, Any], payload: dict[str, Any]
         **payload,
     })
     return path
+
+
+def machine_records(benchmark: str, params: dict[str, Any],
+                    root: Path | None = None) -> list[dict[str, Any]]:
+    """This machine's records of one benchmark and params, at every commit and environment,
+    oldest first. A file that cannot be read is named on stderr and passed over: the
+    caller then measures, which is never wrong."""
+    out = []
+    base = (root or record_root()) / machine_name()
+    for path in base.glob(f"*/{benchmark}/{params_key(params)}.*.json"):
+        try:
+            out.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError) as err:
+            print(f"kperf: record {path} is unreadable ({err}); not used", file=sys.stderr)
+    return sorted(out, key=lambda r: float(r.get("recorded_at") or 0.0))
 
 
 def read_records(root: Path | None = None) -> list[dict[str, Any]]:

@@ -48,6 +48,7 @@ class Backend:
     # present: any of "amdgcn" (text), "cubin" (bytes), "source" (text), "shared_bytes",
     # plus "config". The harness turns them into static figures (registers, spills, LDS).
     aot: Callable[[Case, str, Target], dict[str, Any]] | None = None
+    module: str = ""  # the module holding a compiled backend's code ("": none of its own)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def compiled_backend(name: str, module: str) -> Backend:
     def aot(case: Case, dtype: str, target: Target, **overrides: Any) -> dict[str, Any]:
         return importlib.import_module(module).aot(case, dtype, target, **overrides)
 
-    return Backend(name, build, aot)
+    return Backend(name, build, aot, module)
 
 
 def op_from_modules(package: str, bound: str, tilelang: str, triton: str,

@@ -184,6 +184,32 @@ def test_head_to_head_figures_and_reasons() -> None:
     assert "has no GPU" in cpu[0].why_empty
 
 
+def test_head_to_head_takes_an_unchanged_baseline_from_the_commit_that_timed_it() -> None:
+    """``--baseline changed`` leaves torch untimed (a skip) at a commit where nothing its
+    timing depends on changed: the page takes its latest timed point and says where from."""
+    older, newer = "a" * 40, "b" * 40
+    files = [_files({"tilelang": 2.0e-4, "triton": 3.0e-4, "torch": 1.0e-4}, older),
+             _files({"tilelang": 2.5e-4, "triton": 3.0e-4, "torch": float("nan")}, newer)]
+    recs = [_record(older, backend="x") | {"params": {"case": "square-4096", "dtype": "fp16",
+                                                      "backend": "torch"}}]
+    views = headtohead.build({"m1": {"gpu": "G"}}, files, {}, recs,
+                             revisions={older: 1, newer: 2})
+    (table,) = views[0].tables
+    tl, _, torch = table.rows[0][2]
+    assert table.commit == newer and tl.time_s == 2.5e-4
+    assert torch.status == "ok" and torch.time_s == 1.0e-4 and torch.timed_at == older
+    assert torch.n_records == 1  # the records of the commit that timed it
+    assert tl.vs_torch == pytest.approx(0.4) and "timed at aaaaaaaa" in tl.vs_torch_why
+    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
+    assert "@aaaaaaaa" in html and "0.40×*" in html
+    # timed at the latest commit: that point, no note
+    files[1] = _files({"tilelang": 2.5e-4, "triton": 3.0e-4, "torch": 1.2e-4}, newer)
+    views = headtohead.build({"m1": {"gpu": "G"}}, files, {}, recs,
+                             revisions={older: 1, newer: 2})
+    tl, _, torch = views[0].tables[0].rows[0][2]
+    assert torch.time_s == 1.2e-4 and not torch.timed_at and not tl.vs_torch_why
+
+
 def test_everything_generated_is_escaped(tmp_path: Path) -> None:
     commit = "d" * 40
     rf = _files({"tilelang": 1e-4, "triton": 1e-4, "torch": 1e-4}, commit, machine=HOSTILE)

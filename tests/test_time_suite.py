@@ -375,3 +375,74 @@ def test_build_only_compiles_without_inputs_or_a_launch(cpu_bench) -> None:
     out = _case.build_only({"op": "gemm", "case": "test-ragged", "dtype": "fp16",
                             "backend": "triton"})
     assert out["seconds"] >= 0 and out["config"]["BM"] > 0
+
+
+# ------------------------------------------------------------------ the baseline's timing policy
+
+BASELINE = (CASE[0], "fp32", "torch")
+
+
+def test_an_unchanged_baseline_is_timed_once_per_machine_and_again_when_rerun(
+        cpu_bench: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import bench_gemm
+
+    first = os.environ["ASV_COMMIT"]
+    suite = bench_gemm.GemmTime()
+    suite.setup(*BASELINE)
+    suite.track_time(*BASELINE)
+    (rec,) = [json.loads(p.read_text()) for p in cpu_bench.rglob("*.json")]
+    assert rec["baseline_key"] == suite.baseline_key and len(rec["baseline_key"]) == 20
+
+    monkeypatch.setenv("ASV_COMMIT", "fedcba9876543210fedcba9876543210fedcba98")
+    with pytest.raises(NotImplementedError, match=f"unchanged since commit {first[:8]}"):
+        bench_gemm.GemmTime().setup(*BASELINE)
+    kernel = bench_gemm.GemmTime()
+    kernel.setup(*CASE)  # the code under test is timed at every commit
+    assert kernel.baseline_key is None
+
+    monkeypatch.setenv("KPERF_BASELINE", "every")
+    bench_gemm.GemmTime().setup(*BASELINE)
+    monkeypatch.setenv("KPERF_BASELINE", "sometimes")
+    with pytest.raises(ValueError, match="KPERF_BASELINE='sometimes'"):
+        bench_gemm.GemmTime().setup(*BASELINE)
+
+    monkeypatch.setenv("KPERF_BASELINE", "changed")
+    monkeypatch.setenv("ASV_COMMIT", first)  # a rerun of the commit that timed it
+    bench_gemm.GemmTime().setup(*BASELINE)
+
+
+def test_a_baseline_with_another_key_is_timed(cpu_bench: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import _suites, bench_gemm
+
+    suite = bench_gemm.GemmTime()
+    suite.setup(*BASELINE)
+    suite.track_time(*BASELINE)
+    monkeypatch.setenv("ASV_COMMIT", "fedcba9876543210fedcba9876543210fedcba98")
+    monkeypatch.setattr(_suites, "baseline_digest", lambda op, root=None: "another-stack")
+    again = bench_gemm.GemmTime()
+    again.setup(*BASELINE)
+    assert again.baseline_key == "another-stack"
+
+
+def test_the_baseline_key_follows_its_code_not_the_kernels_under_test(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from benchmarks._suites import baseline_digest
+
+    monkeypatch.setenv("KPERF_TELEMETRY", "none")
+    root = tmp_path / "kernels"
+    shutil.copytree(REPO / "kernels", root, ignore=shutil.ignore_patterns("__pycache__"))
+    key = baseline_digest("gemm", root)
+    assert baseline_digest("gemm", root) == key
+    for name in ("triton_gemm.py", "tilelang_gemm.py"):
+        (root / "gemm" / name).write_text((root / "gemm" / name).read_text() + "\n# edit\n")
+    (root / "softmax" / "reference.py").write_text("# another op\n")
+    assert baseline_digest("gemm", root) == key
+    for path in (root / "gemm" / "reference.py", root / "gemm" / "spec.py", root / "op.py"):
+        path.write_text(path.read_text() + "\n# edit\n")
+        assert baseline_digest("gemm", root) != key, path
+        key = baseline_digest("gemm", root)
+    monkeypatch.setenv("KPERF_PLAN", json.dumps({"trials": 4}))
+    assert baseline_digest("gemm", root) != key

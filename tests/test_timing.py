@@ -135,10 +135,13 @@ def test_a_warm_up_near_the_power_cap_outlasts_the_power_window():
     ends, powers, limits = [0.1, 0.2, 0.3], [632.0, 629.0, 630.0], [700.0] * 3
     assert _settled([863e-6, 862e-6, 863e-6], [1965.0, 1950.0, 1965.0], SETTLE, powers)
     assert _cap_wait_s(ends, powers, limits, 0.0, SETTLE) == pytest.approx(0.7)
-    # the reading reaches the cap (>= 95%) at 1.1 s: warm up a second past it
+    # the reading reaches the cap (>= 95%) at 1.1 s: warm up half a second past it
     ends, powers, limits = [*ends, 0.6, 1.1], [*powers, 650.0, 672.0], [700.0] * 5
-    assert _cap_wait_s(ends, powers, limits, 0.0, SETTLE) == pytest.approx(1.0)
-    assert _cap_wait_s([*ends, 2.1], [*powers, 690.0], [*limits, 700.0], 0.0, SETTLE) == 0.0
+    assert SETTLE.cap_settle_s == 0.5
+    assert _cap_wait_s(ends, powers, limits, 0.0, SETTLE) == pytest.approx(0.5)
+    assert _cap_wait_s([*ends, 1.4], [*powers, 690.0], [*limits, 700.0], 0.0,
+                       SETTLE) == pytest.approx(0.2)
+    assert _cap_wait_s([*ends, 1.6], [*powers, 690.0], [*limits, 700.0], 0.0, SETTLE) == 0.0
 
 
 def test_the_cap_rule_leaves_kernels_far_from_the_cap_and_unknown_limits_alone():

@@ -3,6 +3,8 @@
     python -m tools.bench                 # HEAD, all suites this machine can run
     python -m tools.bench --range A..B    # every commit of a range
     python -m tools.bench -b GemmTime     # a subset (asv -b regex)
+    python -m tools.bench --baseline every   # time torch at every commit, not only when
+                                          # what its timing depends on changed
 
 Without a GPU it runs the CPU-side suites (compile times and gfx942/sm_90a static
 figures) and says so. Results go to .asv/results, per-sample records to .asv/records,
@@ -35,6 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-b", "--bench", action="append", help="asv benchmark regex")
     parser.add_argument("--machine", help="machine name (default: derived from host and GPU)")
     parser.add_argument("--no-publish", action="store_true")
+    parser.add_argument(
+        "--baseline", choices=("changed", "every"), default="changed",
+        help="when to time each op's torch baseline: at a commit where its code, the "
+             "measuring code, torch or the GPU changed since it was last timed on this "
+             "machine (default), or at every commit")
     args = parser.parse_args(argv)
 
     gpu = has_gpu()
@@ -46,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("No GPU found: running only the CPU-side benchmarks (compile times and "
               "gfx942 / sm_90a static figures). GPU timings need a CUDA or ROCm GPU.")
-    env = asv_env(info["machine"], cpu_only=not gpu)
+    env = {**asv_env(info["machine"], cpu_only=not gpu), "KPERF_BASELINE": args.baseline}
 
     shas = commits(args.range)
     started, started_at = time.monotonic(), time.time()

@@ -14,6 +14,8 @@
 #                              each must fit its call; @seconds: this step's own limit
 #                              instead of STEP_TIMEOUT)
 #   cold                       removes the compile caches (.cache) and asv's environments
+#   next-commit                an empty commit: the next asv step measures a new commit whose
+#                              kernels and baselines are unchanged (a day's ordinary commit)
 #   gate:<aa|inject|again|resume>[:regex]   tools.gate HEAD~1 -> HEAD (default: the PR subset), where
 #                              aa commits comment-only edits of every kernel file, inject one that
 #                              grows GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
@@ -86,6 +88,9 @@ for step in "$@"; do
       run_asv "${step#*:}" "$own"; tail -25 "$out/asv.log"; pack_asv ;;
     cold)
       rm -rf .cache .asv/env && echo "compile caches and asv environments removed" ;;
+    next-commit)
+      commit --allow-empty -m "an ordinary commit: no kernel or baseline changed"
+      git log --oneline | head -1 ;;
     asv-edit:*)
       IFS=: read -r _ op regex <<<"$step"
       python3 - "kernels/$op/triton_$op.py" <<'EDIT'

@@ -2,6 +2,11 @@
 compile once, untimed, in ``setup``.) One fresh process per op, target and backend:
 
     python tools/experiments/first_compile.py gemm sm_90a triton
+    python tools/experiments/first_compile.py gemm sm_90a triton rmsnorm   # primed first
+
+With a fourth argument, the process first compiles that op's kernel (same target and
+backend, untimed): does a small kernel's compile pay the one-off initialisation for the
+op's own?
 """
 
 from __future__ import annotations
@@ -23,15 +28,24 @@ from kernels.targets import get_target
 CASES = {"gemm": "square-4096", "attention": "llama3-8b.prefill-4k", "rmsnorm": "llama3-8b.hidden"}
 
 
-def main(op_name: str, target: str, backend: str, compiles: int = 4) -> dict:
+def compile_suite(op_name: str, target: str, backend: str) -> _suites._CompileTime:
     suite = _suites._CompileTime()
     op = get_op(op_name)
     suite.case_def, suite.be = op.case(CASES[op_name]), op.backend(backend, CASES[op_name])
     suite.target = get_target(target)
-    seconds = [suite._cold_compile("fp16")[0] for _ in range(compiles)]
-    return {"op": op_name, "target": target, "backend": backend,
-            "seconds": [round(s, 3) for s in seconds]}
+    return suite
+
+
+def main(op_name: str, target: str, backend: str, primer: str = "",
+         compiles: int = 4) -> dict:
+    out: dict = {"op": op_name, "target": target, "backend": backend}
+    if primer:
+        out["primer"] = primer
+        out["primer_s"] = round(compile_suite(primer, target, backend)._cold_compile("fp16")[0], 3)
+    suite = compile_suite(op_name, target, backend)
+    out["seconds"] = [round(suite._cold_compile("fp16")[0], 3) for _ in range(compiles)]
+    return out
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(*sys.argv[1:4])))
+    print(json.dumps(main(*sys.argv[1:5])))

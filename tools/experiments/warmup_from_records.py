@@ -1,12 +1,15 @@
-"""Could a power-capped case stop its warm-up when the cap rule's wait ends? Read from the
-records of a whole-suite run (each keeps its warm-up trace since 2026-12-02):
+"""How long must a power-capped case warm up? Read from the records of a run (each keeps
+its warm-up trace since 2026-12-02):
 
-    python tools/experiments/warmup_from_records.py .asv/records
+    python -m tools.experiments.warmup_from_records .asv/records [cap_settle_s ...]
 
-For every case whose warm-up ended at the cap: the GPU's idle time before it, the warm-up
-it took, when the cap rule's wait ended (``harness.timing.Plan``: 1 s from the start once
-the power reached 85% of the limit, and 1 s past its first trial at 95%), and how far the
-median of the three warm-up trials ending there lies from the median of the timed trials.
+A warm-up trace and the timed trials that follow it are one run of equal trials, so the
+trace answers what an earlier stop would have measured: for each ``cap_settle_s`` given
+(``harness.timing.Plan``'s rule, replayed on the trace by the harness's own functions),
+where the warm-up would have ended, and the median of the ten trials from there against
+the median the run kept. Printed per rule: warm-up saved, |shift| of the median (median,
+90th percentile, largest) and its signed mean (a bias would show there); and, for scale,
+how far apart two runs of the same case lie when the folder holds two.
 """
 
 from __future__ import annotations
@@ -14,45 +17,91 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
-from harness.timing import Plan
+from harness.timing import Plan, _at_cap, _cap_wait_s, _settled
 
 
-def wait_end(trace: list[dict], limit_w: float, plan: Plan) -> float | None:
-    near = [r["t_s"] for r in trace if r["w"] and r["w"] >= plan.cap_near_fraction * limit_w]
-    capped = [r["t_s"] for r in trace if r["w"] and r["w"] >= plan.cap_fraction * limit_w]
-    if not near:
-        return None
-    return max(plan.power_window_s, capped[0] + plan.cap_settle_s if capped else 0.0)
+def stop_index(trace: Sequence[dict], limit_w: float, plan: Plan) -> int | None:
+    """How many warm-up trials ``plan`` would have run on this trace (None: more)."""
+    values: list[float] = []
+    clocks: list[float | None] = []
+    powers: list[float | None] = []
+    ends: list[float] = []
+    for n, trial in enumerate(trace, 1):
+        values.append(trial["s"])
+        clocks.append(trial["mhz"])
+        powers.append(trial["w"])
+        ends.append(trial["t_s"])
+        limits = [limit_w] * n
+        if (trial["t_s"] >= plan.warmup_min_s
+                and _cap_wait_s(ends, powers, limits, 0.0, plan) == 0
+                and _settled(values, clocks, plan, powers, _at_cap(powers[-1], limit_w, plan))):
+            return n
+    return None
 
 
-def row(rec: dict, plan: Plan) -> str | None:
-    m = rec["measurement"]
-    trace, windows = m.get("warmup_trace") or [], m.get("windows") or []
-    limit_w = next((w.get("power_limit_w") for w in windows if w.get("power_limit_w")), None)
-    if not m.get("at_cap") or not trace or not limit_w:
-        return None
-    end = wait_end(trace, limit_w, plan)
-    upto = [r["s"] for r in trace if end is not None and r["t_s"] <= end + 1e-9][-3:]
-    timed = statistics.median(m["samples"])
-    off = f"{statistics.median(upto) / timed - 1:+.2%}" if len(upto) == 3 else "n/a"
-    idle = rec.get("idle_before_s")
-    p = rec["params"]
-    return (f"| {p['case']} {p['dtype']} {p['backend']} | "
-            f"{'first' if idle is None else f'{idle:.2f}'} | {m['warmup_s']:.2f} | "
-            f"{end if end is not None else float('nan'):.2f} | {off} |")
+def capped(records: list[dict]) -> list[dict]:
+    out = []
+    for rec in records:
+        m = rec.get("measurement") or {}
+        limit_w = next((w.get("power_limit_w") for w in m.get("windows") or []
+                        if w.get("power_limit_w")), None)
+        if m.get("at_cap") and m.get("warmup_trace") and limit_w:
+            out.append({**rec, "_limit_w": limit_w})
+    return out
 
 
-def main(folder: Path) -> None:
-    plan = Plan()
-    print("| case | idle before s | warm-up s | cap wait ended s | level there vs trials |")
+def replay(records: list[dict], plan: Plan) -> tuple[list[float], list[float]]:
+    """(seconds saved, relative shift of the median) per record."""
+    saved, shift = [], []
+    for rec in records:
+        m = rec["measurement"]
+        trace = m["warmup_trace"]
+        n = stop_index(trace, rec["_limit_w"], plan)
+        if n is None:
+            continue
+        trials = ([t["s"] for t in trace[n:]] + m["samples"])[:len(m["samples"])]
+        saved.append(m["warmup_s"] - trace[n - 1]["t_s"])
+        shift.append(statistics.median(trials) / statistics.median(m["samples"]) - 1.0)
+    return saved, shift
+
+
+def between_runs(records: list[dict]) -> list[float]:
+    """|ratio - 1| of the medians of a case's first two records."""
+    by_case: dict[str, list[dict]] = {}
+    for rec in sorted(records, key=lambda r: r.get("recorded_at") or 0):
+        by_case.setdefault(json.dumps(rec["params"], sort_keys=True), []).append(rec)
+    return [abs(statistics.median(b["measurement"]["samples"])
+                / statistics.median(a["measurement"]["samples"]) - 1.0)
+            for a, b, *_ in (recs for recs in by_case.values() if len(recs) >= 2)]
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main(folder: Path, settle_values: Sequence[float]) -> None:
+    records = capped([json.loads(p.read_text()) for p in sorted(folder.rglob("*.json"))])
+    print(f"{len(records)} capped warm-ups under {folder}")
+    print("| cap_settle_s | cases | saved s (median, sum) | |shift| median / p90 / max "
+          "| signed mean |")
     print("|---|---|---|---|---|")
-    for path in sorted(folder.rglob("*.json")):
-        line = row(json.loads(path.read_text()), plan)
-        if line:
-            print(line)
+    for settle in settle_values:
+        saved, shift = replay(records, Plan(cap_settle_s=settle))
+        if not shift:
+            continue
+        size = [abs(s) for s in shift]
+        print(f"| {settle} | {len(shift)} | {statistics.median(saved):.2f}, {sum(saved):.0f} "
+              f"| {statistics.median(size):.2%} / {pct(size, 0.9):.2%} / {max(size):.2%} "
+              f"| {statistics.mean(shift):+.2%} |")
+    runs = between_runs(records)
+    if runs:
+        print(f"two runs of the same case ({len(runs)} cases): |ratio - 1| median "
+              f"{statistics.median(runs):.2%}, p90 {pct(runs, 0.9):.2%}, largest {max(runs):.2%}")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), [float(v) for v in sys.argv[2:]] or [1.0, 0.5, 0.3, 0.0])

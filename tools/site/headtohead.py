@@ -74,6 +74,7 @@ class Cell:
     sm_mhz: float | None = None
     point_id: str = ""
     n_records: int = 0
+    timed_at: str = ""  # the earlier commit the baseline was timed at, when not at this one
     trend: list[float | None] = field(default_factory=list)
 
 
@@ -194,6 +195,7 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
     trend_files = history[-TREND_COMMITS:]
     trend_points = [{data.params_text(p.params): p for p in data.points_of(rf, bench, benchmarks)}
                     for rf in trend_files]
+    earlier = _baseline_timed_earlier(history[:-1], bench, benchmarks)
     groups: dict[tuple[str, str], dict[str, data.Point]] = {}
     for p in points:
         case, dtype = str(p.params.get("case", "")), str(p.params.get("dtype", ""))
@@ -206,12 +208,15 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
             b for b in by_backend if b not in BACKEND_ORDER)
         cells = []
         for backend in backends:
-            p = by_backend[backend]
-            key = data.point_key(machine, latest.commit, bench, p.params)
+            p, commit = by_backend[backend], latest.commit
+            ptext = data.params_text(p.params)
+            if backend == BASELINE and p.status == "skipped" and ptext in earlier:
+                commit, p = earlier[ptext]  # not timed again: unchanged (tools/bench.py)
+            key = data.point_key(machine, commit, bench, p.params)
             recs = by_key.get(key, [])
             cell = Cell(backend=backend, status=p.status, point_id=data.point_id(key),
-                        n_records=len(recs))
-            ptext = data.params_text(p.params)
+                        n_records=len(recs),
+                        timed_at=commit if commit != latest.commit else "")
             cell.trend = [
                 (tp[ptext].value if ptext in tp and tp[ptext].status == "ok" else None)
                 for tp in trend_points]
@@ -233,9 +238,24 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
                 c.vs_torch_why = f"torch {base.status} at this commit"
             else:
                 c.vs_torch = base.time_s / c.time_s
+                if base.timed_at:
+                    c.vs_torch_why = f"torch as timed at {base.timed_at[:8]}"
         rows.append((case, dtype, cells))
     return OpTable(op=op, benchmark=bench, commit=latest.commit, env_name=latest.env_name,
                    rows=rows)
+
+
+def _baseline_timed_earlier(history: list[data.ResultFile], bench: str,
+                            benchmarks: dict[str, Any]) -> dict[str, tuple[str, data.Point]]:
+    """params text -> (commit, point) of the baseline's latest timed point in ``history``
+    (oldest first). A run times the baseline only when what its timing depends on changed
+    (``--baseline changed``), so the latest commit often has it as a skip."""
+    out: dict[str, tuple[str, data.Point]] = {}
+    for rf in history:
+        for p in data.points_of(rf, bench, benchmarks):
+            if p.status == "ok" and p.params.get("backend") == BASELINE:
+                out[data.params_text(p.params)] = (rf.commit, p)
+    return out
 
 
 def _fill_from_records(cell: Cell, recs: list[dict[str, Any]], dtype: str,
@@ -295,14 +315,21 @@ def _cell_row(c: Cell) -> str:
                 f"<td>{link}</td>")
     roof = (f"{c.roof_frac * 100:.0f}% <span class=muted>{esc(c.roof_kind)}</span>"
             if c.roof_frac is not None else _why(c.roof_why))
-    if c.vs_torch is not None:
+    if c.vs_torch is not None and c.vs_torch_why:
+        vs = f'<span title="{esc(c.vs_torch_why)}">{c.vs_torch:.2f}×*</span>'
+    elif c.vs_torch is not None:
         vs = f"{c.vs_torch:.2f}×"
     elif c.backend == BASELINE:
         vs = '<span class="muted">baseline</span>'
     else:
         vs = _why(c.vs_torch_why)
     no_rec = "no record of this point was published"
-    return (f'<td class="l" data-status="ok">{esc(c.backend)}</td>'
+    label = esc(c.backend)
+    if c.timed_at:
+        label += (f' <span class="muted" title="not timed at this commit (what its timing '
+                  f'depends on was unchanged, or the run did not select it): as timed at '
+                  f'{esc(c.timed_at[:8])}">@{esc(c.timed_at[:8])}</span>')
+    return (f'<td class="l" data-status="ok" data-timed-at="{esc(c.timed_at)}">{label}</td>'
             f'<td class="time"{data_attr(c.time_s)}>{fmt_time(c.time_s)}</td>'
             f'<td class="tflops"{data_attr(c.tflops)}>'
             f'{fmt_num(c.tflops) if c.tflops is not None else _why(no_rec)}</td>'
