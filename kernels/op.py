@@ -104,6 +104,17 @@ def torch_dtype(name: str):
     }[name]
 
 
+def seeded(device: str, seed: int):
+    """A seeded generator on the device the inputs are for. Inputs drawn on the host took
+    ~10 ns an element there, 5 s for the largest GEMM case's 470 M (H200 machine,
+    2026-12-02, docs/perf.md "Inputs drawn on the device"), and every worker draws them
+    again; on the GPU it takes milliseconds. The same seed, device kind and torch give the
+    same values; a GPU's differ from the CPU's, from the same distribution."""
+    import torch
+
+    return torch.Generator(device=device).manual_seed(seed)
+
+
 def compiled_backend(name: str, module: str) -> Backend:
     """A backend whose ``build`` and ``aot`` live in ``module``, imported only when used.
 

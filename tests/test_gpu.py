@@ -106,3 +106,21 @@ def test_telemetry_reads_the_gpu():
         assert reading.power_w and reading.power_w > 10
     finally:
         source.close()
+
+
+def test_every_ops_inputs_are_drawn_on_the_device_the_same_per_seed():
+    """``kernels.op.seeded``: inputs drawn on the GPU (the host took 5 s for the largest
+    GEMM case), so each tensor is born there, and a seed still fixes its values."""
+    import torch
+
+    from kernels.registry import get_op, op_names
+
+    for op in map(get_op, op_names()):
+        case = min(op.cases, key=lambda c: sum(c.dims.values()))
+        dtype = op.dtypes[0]
+        first, again, other = (op.make_inputs(case, dtype, "cuda", s) for s in (0, 0, 1))
+        tensors = [t for t in first if isinstance(t, torch.Tensor)]
+        assert tensors and all(t.is_cuda for t in tensors), op.name
+        for a, b in zip(first, again, strict=True):
+            assert not isinstance(a, torch.Tensor) or torch.equal(a.float(), b.float()), op.name
+        assert not torch.equal(tensors[0].float(), other[0].float()), op.name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.op import Build, Case, Unsupported, torch_dtype
+from kernels.op import Build, Case, Unsupported, seeded, torch_dtype
 from kernels.targets import Target
 
 from .spec import check_dims
@@ -19,12 +19,12 @@ def make_inputs(case: Case, dtype: str, device: str, seed: int) -> Inputs:
     inputs alone and must know whether to mask.
     """
     d = check_dims(case)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = seeded(device, seed)
     tdtype = torch_dtype(dtype)
 
     def randn(heads: int) -> torch.Tensor:
         shape = (d["B"], heads, d["S"], d["D"])
-        return torch.randn(shape, generator=gen).to(tdtype).to(device)
+        return torch.randn(shape, generator=gen, device=device).to(tdtype)
 
     return randn(d["Hq"]), randn(d["Hkv"]), randn(d["Hkv"]), bool(d["causal"])
 

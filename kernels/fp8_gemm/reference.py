@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from kernels.op import Build, Case
+from kernels.op import Build, Case, seeded
 from kernels.targets import Target
 
 from .spec import Fp8Format, check_dtype, fp8_format_for_device
@@ -30,25 +30,25 @@ def quantize_rows(x: torch.Tensor, fmt: Fp8Format) -> tuple[torch.Tensor, torch.
 
 def _gained(rows: int, cols: int, gen: torch.Generator, unit: float) -> torch.Tensor:
     """Gaussian data whose rows have gains spread over e^[-1, 1], so each scale matters."""
-    gains = torch.exp(torch.rand(rows, 1, generator=gen) * 2 - 1)
-    return torch.randn(rows, cols, generator=gen) * gains * unit
+    gains = torch.exp(torch.rand(rows, 1, generator=gen, device=gen.device) * 2 - 1)
+    return torch.randn(rows, cols, generator=gen, device=gen.device) * gains * unit
 
 
 def make_inputs(case: Case, dtype: str, device: str, seed: int) -> tuple[torch.Tensor, ...]:
     """(a [M,K] fp8, b [K,N] fp8 column-major, a_scale [M,1] fp32, b_scale [1,N] fp32).
 
-    Quantized on the CPU (deterministic whatever the device), in the device's e4m3 encoding.
+    Drawn and quantized on the device (``seeded``), in the device's e4m3 encoding.
     """
     check_dtype(dtype)
     d = case.dims
     fmt = fp8_format_for_device(device)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = seeded(device, seed)
     unit = d["K"] ** -0.25  # outputs of order one whatever K is
     a, a_scale = quantize_rows(_gained(d["M"], d["K"], gen, unit), fmt)
     w, w_scale = quantize_rows(_gained(d["N"], d["K"], gen, unit), fmt)
     b_scale = w_scale.reshape(1, d["N"]).contiguous()
-    # Move the [N, K] weight, then transpose: b stays a column-major view on the device.
-    return a.to(device), w.to(device).t(), a_scale.to(device), b_scale.to(device)
+    # The [N, K] weight transposed: b is a column-major view.
+    return a, w.t(), a_scale, b_scale
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import torch
 
-from kernels.op import Build, Case, torch_dtype
+from kernels.op import Build, Case, seeded, torch_dtype
 from kernels.targets import Target
 
 
 def make_inputs(case: Case, dtype: str, device: str,
                 seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     d = case.dims
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = seeded(device, seed)
     # Scaled so that each output is O(1) whatever K is: keeps fp16 far from overflow.
     scale = d["K"] ** -0.25
-    a = (torch.randn(d["M"], d["K"], generator=gen) * scale).to(torch_dtype(dtype))
-    b = (torch.randn(d["K"], d["N"], generator=gen) * scale).to(torch_dtype(dtype))
-    return a.to(device), b.to(device)
+    a = (torch.randn(d["M"], d["K"], generator=gen, device=device) * scale).to(torch_dtype(dtype))
+    b = (torch.randn(d["K"], d["N"], generator=gen, device=device) * scale).to(torch_dtype(dtype))
+    return a, b
 
 
 def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.op import Build, Case, torch_dtype
+from kernels.op import Build, Case, seeded, torch_dtype
 from kernels.targets import Target
 
 from .spec import EPS
@@ -13,12 +13,13 @@ from .spec import EPS
 def make_inputs(case: Case, dtype: str, device: str,
                 seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     d = case.dims
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = seeded(device, seed)
     # A non-zero mean per row, as hidden states have, so centring is really exercised.
-    x = torch.randn(d["M"], d["N"], generator=gen) + torch.randn(d["M"], 1, generator=gen)
-    w = 1.0 + 0.1 * torch.randn(d["N"], generator=gen)
-    b = 0.1 * torch.randn(d["N"], generator=gen)
-    return tuple(t.to(torch_dtype(dtype)).to(device) for t in (x, w, b))
+    x = (torch.randn(d["M"], d["N"], generator=gen, device=device)
+         + torch.randn(d["M"], 1, generator=gen, device=device))
+    w = 1.0 + 0.1 * torch.randn(d["N"], generator=gen, device=device)
+    b = 0.1 * torch.randn(d["N"], generator=gen, device=device)
+    return tuple(t.to(torch_dtype(dtype)) for t in (x, w, b))
 
 
 def reference(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

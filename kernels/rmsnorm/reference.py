@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.op import Build, Case, torch_dtype
+from kernels.op import Build, Case, seeded, torch_dtype
 from kernels.targets import Target
 
 from .spec import EPS
@@ -13,11 +13,11 @@ from .spec import EPS
 def make_inputs(case: Case, dtype: str, device: str,
                 seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     d = case.dims
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.randn(d["M"], d["N"], generator=gen).to(torch_dtype(dtype))
+    gen = seeded(device, seed)
+    x = torch.randn(d["M"], d["N"], generator=gen, device=device).to(torch_dtype(dtype))
     # Weights near 1, as trained norm weights are, but not exactly 1 so w is really applied.
-    w = (1.0 + 0.1 * torch.randn(d["N"], generator=gen)).to(torch_dtype(dtype))
-    return x.to(device), w.to(device)
+    w = (1.0 + 0.1 * torch.randn(d["N"], generator=gen, device=device)).to(torch_dtype(dtype))
+    return x, w
 
 
 def reference(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import torch
 
-from kernels.op import Build, Case, torch_dtype
+from kernels.op import Build, Case, seeded, torch_dtype
 from kernels.targets import Target
 
 
 def make_inputs(case: Case, dtype: str, device: str, seed: int) -> tuple[torch.Tensor]:
     d = case.dims
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = seeded(device, seed)
     # Spread like logits and scaled attention scores: a few entries stand out of each row.
-    x = 2.0 * torch.randn(d["M"], d["N"], generator=gen)
-    return (x.to(torch_dtype(dtype)).to(device),)
+    x = 2.0 * torch.randn(d["M"], d["N"], generator=gen, device=device)
+    return (x.to(torch_dtype(dtype)),)
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import torch
 
-from kernels.op import Build, Case, torch_dtype
+from kernels.op import Build, Case, seeded, torch_dtype
 from kernels.targets import Target
 
 
 def make_inputs(case: Case, dtype: str, device: str,
                 seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     d = case.dims
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = seeded(device, seed)
     # Wide enough that both the linear (x > 0) and the saturated (x << 0) ends of silu occur.
-    x = 3.0 * torch.randn(d["M"], d["N"], generator=gen)
-    g = torch.randn(d["M"], d["N"], generator=gen)
-    return x.to(torch_dtype(dtype)).to(device), g.to(torch_dtype(dtype)).to(device)
+    x = 3.0 * torch.randn(d["M"], d["N"], generator=gen, device=device)
+    g = torch.randn(d["M"], d["N"], generator=gen, device=device)
+    return x.to(torch_dtype(dtype)), g.to(torch_dtype(dtype))
 
 
 def reference(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
