@@ -122,14 +122,16 @@ def test_static_figure_cache_follows_the_op_source_not_the_commit(tmp_path):
 
 
 def test_the_compile_suites_first_compile_serves_the_static_figures(monkeypatch, tmp_path):
-    """asv runs <Op>Compile before the figure suites; its untimed first compile keeps its
+    """asv runs <Op>Compile before the figure suites; its first timed compile keeps its
     figures where they look, so they compile nothing (a cold run's 13 s an op on the H200
     machine). The figures are those the suites would have computed themselves."""
     from benchmarks import _suites
     from benchmarks.bench_gemm import GemmCompile, GemmRegisters
 
     monkeypatch.setenv("ASV_ENV_DIR", str(tmp_path / "kept"))
-    GemmCompile().setup("sm_90a", "fp16", "triton")
+    suite = GemmCompile()
+    suite.setup("sm_90a", "fp16", "triton")
+    assert len(suite.track_compile("sm_90a", "fp16", "triton")["samples"]) == suite.repeat
     kept = GemmRegisters()
     compiles = []
     real = _suites.keep_static_figures
@@ -141,3 +143,64 @@ def test_the_compile_suites_first_compile_serves_the_static_figures(monkeypatch,
     fresh = GemmRegisters()
     fresh.setup("sm_90a", "fp16", "triton")
     assert len(compiles) == 1 and fresh.value == kept.value
+
+
+def _count_compiles(monkeypatch, suite) -> list[str]:
+    """Which kernels ``suite`` compiles from here on: its op's ("op") or another ("other")."""
+    from kernels.op import Backend
+
+    calls: list[str] = []
+    measured = suite.be
+
+    def counted(be):
+        def aot(case_def, dtype, target):
+            calls.append("op" if be is measured else "other")
+            return be.aot(case_def, dtype, target)
+        return Backend(be.name, be.build, aot, be.module)
+
+    real = type(suite)._compile_cold
+    monkeypatch.setattr(type(suite), "_compile_cold",
+                        lambda self, be, case_def, dtype: real(self, counted(be), case_def,
+                                                               dtype))
+    return calls
+
+
+def test_the_compile_suite_primes_its_process_on_a_small_kernel(monkeypatch):
+    """The untimed first compile of a process is a small kernel's (the primer), not the
+    measured one's: every compile of the op's own kernel is a timed sample; a primer that
+    fails leaves the op's kernel to prime, as before."""
+    from benchmarks import _suites
+    from benchmarks.bench_gemm import GemmCompile
+    from kernels.registry import get_op
+    from kernels.targets import get_target
+
+    suite = GemmCompile()  # what setup sets, without its primer (counted from here)
+    op = get_op("gemm")
+    suite.be, suite.case_def = op.backend("triton"), op.case("square-4096")
+    suite.target = get_target("gfx942")
+    calls = _count_compiles(monkeypatch, suite)
+    suite._prime("triton", "fp16")
+    assert calls == ["other"]
+    assert len(suite.track_compile("gfx942", "fp16", "triton")["samples"]) == 3
+    assert calls == ["other", "op", "op", "op"]
+    calls.clear()
+    monkeypatch.setattr(_suites, "PRIMER", ("no-such-op", "x"))
+    suite._prime("triton", "fp16")
+    assert calls == ["op"]
+
+
+def test_a_kernel_the_stack_cannot_build_is_a_skip_in_the_compile_suite(monkeypatch):
+    from asv_runner.benchmarks.mark import SkipNotImplemented
+
+    from benchmarks.bench_gemm import GemmCompile
+    from kernels.op import Backend, Unsupported
+
+    suite = GemmCompile()
+    suite.setup("gfx942", "fp16", "triton")
+
+    def unsupported(*_):
+        raise Unsupported("triton 9.9: no such API")
+
+    suite.be = Backend("triton", suite.be.build, unsupported)
+    with pytest.raises(SkipNotImplemented, match=r"triton 9\.9"):
+        suite.track_compile("gfx942", "fp16", "triton")
