@@ -32,8 +32,13 @@ def test_summary_counts_every_case_of_the_runs_commits(tmp_path: Path) -> None:
     (tmp_path / "abcdef12-env.json").write_text(json.dumps(
         {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
     text = summary(tmp_path, ["abcdef1234"], 90.0)
-    assert text.startswith("kperf: 4 cases over 1 commit(s): 2 ok, 1 failed, 1 skipped")
+    assert text.startswith("kperf: 4 cases over 1 commit(s): 2 ok, 1 failed, 1 skipped;")
     assert "1.5 min" in text and "30.0 s a case run" in text
+    rows["b.T.track_time"][1] = [["'a'"], ["'fp16'"], ["'triton'", "'tilelang'", "'torch'"]]
+    (tmp_path / "abcdef12-env.json").write_text(json.dumps(
+        {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
+    text = summary(tmp_path, ["abcdef1234"], 90.0)
+    assert "1 skipped (1 of them the torch baseline, timed only where it changed" in text
 
 
 def test_compile_notes_and_the_cache_count(tmp_path: Path, monkeypatch) -> None:

@@ -23,6 +23,8 @@ from pathlib import Path
 from tools import machine as machine_tool
 from tools.asvrun import CPU_SUITES, REPO, asv_env, has_gpu, run_and_publish, write_hashfile
 
+BASELINE = "torch"  # the backend every op's baseline is (kernels.op.OpDef.baseline)
+
 
 def commits(range_spec: str | None) -> list[str]:
     if not range_spec:
@@ -79,6 +81,7 @@ def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
     from tools.gate.asvio import ResultsFileError, read_results_file, selected
 
     counts = {"ok": 0, "failed": 0, "skipped": 0}
+    baselines_skipped = 0
     for sha in shas:
         for path in sorted(results.glob(f"{sha[:8]}-*.json")):
             try:
@@ -89,10 +92,15 @@ def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
             for name, block in cases.items():
                 if name.split("(", 1)[0] in started and selected(name, regexes or []):
                     counts[block.status] += 1
+                    baselines_skipped += block.status == "skipped" and name.endswith(
+                        f", '{BASELINE}')")
     run = counts["ok"] + counts["failed"]
     per_case = f"; {wall_s / run:.1f} s a case run" if run else ""
+    baselines = (f" ({baselines_skipped} of them the {BASELINE} baseline, timed only where "
+                 f"it changed: --baseline every)" if baselines_skipped else "")
     return (f"kperf: {sum(counts.values())} cases over {len(shas)} commit(s): "
-            f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped; "
+            f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped"
+            f"{baselines}; "
             f"wall {wall_s / 60:.1f} min{per_case} (asv, its environments and the site)")
 
 
