@@ -40,9 +40,10 @@ from harness.worker import WorkerClient, WorkerSpec, device_key
 
 # Inputs of prepared cases a worker keeps on the GPU, least recently used dropped first.
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
-# Input sets as made (on the CPU, seeded), kept on the GPU so that a case's other
-# backends get copies instead of making them again: a large case's torch backend spent
-# 1.6-5.6 s outside its measurement, mostly on that (H200 machine, 2026-12-01, docs/perf.md).
+# Input sets as made (seeded), kept on the GPU so that a case's other backends get copies
+# instead of making them again. Drawn on the host, that saved a large case's torch backend
+# 1.6-5.6 s (H200 machine, 2026-12-01, docs/perf.md); drawn on the GPU since 2026-12-02,
+# a set takes milliseconds either way.
 INPUT_SETS_BYTES = int(float(os.environ.get("KPERF_INPUT_SETS_GB", "8")) * 2**30)
 # Pads in front of placed copies (plan key placements): up to this many 2 MiB pages.
 PAD_PAGES = 64
@@ -80,10 +81,9 @@ def _nbytes(value: Any) -> int:
 class InputSets:
     """Each input set of a case made once per worker, handed out as copies.
 
-    ``op.make_inputs`` seeds a CPU generator (the same inputs on every device), which for
-    a large case is seconds of host time; the three backends of a case ask for the same
-    sets. Each asker gets its own copy (a fresh allocation, as a fresh ``make_inputs``
-    would give), so a kernel that writes to its inputs cannot change another's."""
+    The three backends of a case ask for the same seeded sets. Each asker gets its own
+    copy (a fresh allocation, as a fresh ``make_inputs`` would give), so a kernel that
+    writes to its inputs cannot change another's."""
 
     def __init__(self, limit_bytes: int = INPUT_SETS_BYTES) -> None:
         self.limit_bytes = limit_bytes

@@ -124,26 +124,20 @@ def baseline_digest(op_name: str, root: Path | None = None) -> str:
     code (harness, benchmarks/_case.py), torch's version, the run's plan, and the GPU's
     identity as its telemetry gives it (driver, power limit)."""
     import hashlib
-    import importlib.metadata
-    import importlib.util
 
     import harness
     from harness.telemetry import open_source
 
-    root = root or Path(importlib.util.find_spec("kernels").origin).parent
+    root = root or _kernels_root()
     op = case_op(op_name)
     others = {root.joinpath(*be.module.split(".")[1:]).with_suffix(".py")
               for name, be in op.backends.items() if name != op.baseline and be.module}
-    harness_dir = Path(harness.__file__).parent
-    files = [*(p for p in (root / op_name).rglob("*.py") if p not in others),
-             *root.glob("*.py"), *harness_dir.rglob("*.py"), Path(__file__).with_name("_case.py")]
     digest = hashlib.sha256()
-    for path in sorted(set(files)):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    try:
-        digest.update(f"torch=={importlib.metadata.version('torch')}".encode())
-    except importlib.metadata.PackageNotFoundError:
-        digest.update(b"torch absent")
+    _hash_files(digest, root, [p for p in _op_files(root, op_name) if p not in others])
+    harness_dir = Path(harness.__file__).parent
+    _hash_files(digest, harness_dir.parent, [*harness_dir.rglob("*.py")])
+    _hash_files(digest, Path(__file__).parent, [Path(__file__).with_name("_case.py")])
+    _hash_versions(digest, ("torch",))
     source = open_source()
     try:
         identity = source.identity()
@@ -217,23 +211,44 @@ def kernel_source_digest(op_name: str, root: Path | None = None) -> str:
     """What an op's generated code depends on: its folder and the shared ``kernels/*.py``
     of the installed package, the compilers' versions, nvcc, and harness/static.py."""
     import hashlib
-    import importlib.metadata
-    import importlib.util
     import shutil
 
-    root = root or Path(importlib.util.find_spec("kernels").origin).parent
+    root = root or _kernels_root()
     digest = hashlib.sha256()
-    for path in sorted([*root.glob("*.py"), *(root / op_name).rglob("*.py")]):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    for dist in ("triton", "tilelang", "apache-tvm-ffi"):
-        try:
-            digest.update(f"{dist}=={importlib.metadata.version(dist)}".encode())
-        except importlib.metadata.PackageNotFoundError:
-            digest.update(f"{dist} absent".encode())
+    _hash_files(digest, root, _op_files(root, op_name))
+    _hash_versions(digest, ("triton", "tilelang", "apache-tvm-ffi"))
     nvcc = shutil.which("nvcc")
     digest.update(f"nvcc={nvcc}@{os.stat(nvcc).st_mtime_ns if nvcc else 0}".encode())
     digest.update(Path(static.__file__).read_bytes())
     return digest.hexdigest()[:20]
+
+
+def _kernels_root() -> Path:
+    """The installed ``kernels`` package (the commit's, in an asv environment)."""
+    import importlib.util
+
+    return Path(importlib.util.find_spec("kernels").origin).parent
+
+
+def _op_files(root: Path, op_name: str) -> list[Path]:
+    """An op's folder and the shared ``kernels/*.py``."""
+    return [*root.glob("*.py"), *(root / op_name).rglob("*.py")]
+
+
+def _hash_files(digest: Any, root: Path, paths: list[Path]) -> None:
+    """Each file's path under ``root`` and its bytes, in path order."""
+    for path in sorted(paths):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+
+
+def _hash_versions(digest: Any, dists: tuple[str, ...]) -> None:
+    import importlib.metadata
+
+    for dist in dists:
+        try:
+            digest.update(f"{dist}=={importlib.metadata.version(dist)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{dist} absent".encode())
 
 
 def _static_cache_path(key: dict[str, str]) -> Path:

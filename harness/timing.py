@@ -62,7 +62,7 @@ class Plan:
     # there the clock cycles about a steady level. Over 93 capped GEMM warm-ups (H200,
     # 2026-12-02, docs/perf.md "Capped warm-up"), stopping 0.5 s past it instead of 1 s
     # moved the median of the next ten trials by 0.47% (median; signed mean -0.01%), less
-    # than two runs of the same case differ (0.66%), and saved 0.98 s a capped case.
+    # than two runs of the same case differ (0.63%), and saved 0.98 s a capped case.
     cap_near_fraction: float = 0.85
     cap_fraction: float = 0.95
     power_window_s: float = 1.0
