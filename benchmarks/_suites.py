@@ -28,7 +28,7 @@ BENCH_REGEX = "KPERF_BENCH_REGEX"  # asv's -b regexes of the run, a JSON list
 # When an op's baseline (torch) is timed: "changed" (default) at a commit where what its
 # timing depends on (baseline_digest) differs from every earlier measurement on this
 # machine; "every" at every commit. Its code is the yardstick, not the code under test
-# (the PR gate leaves it out too), and it took a third of a whole-suite run (docs/perf.md).
+# (the PR gate leaves it out too), and it was 71 of the 213 timed cases of a run.
 BASELINE_POLICY = "KPERF_BASELINE"
 BASELINE_POLICIES = ("changed", "every")
 
