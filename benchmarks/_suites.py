@@ -30,7 +30,12 @@ BENCH_REGEX = "KPERF_BENCH_REGEX"  # asv's -b regexes of the run, a JSON list
 # machine; "every" at every commit. Its code is the yardstick, not the code under test
 # (the PR gate leaves it out too), and it was 71 of the 213 timed cases of a run.
 BASELINE_POLICY = "KPERF_BASELINE"
-BASELINE_POLICIES = ("changed", "every")
+# When an op's compile suite times its cold compiles: "changed" (default) at a commit where
+# what a compile depends on (compile_digest) differs from every earlier timing on this
+# machine; "every" at every commit. A compile's time follows its source and compiler, and
+# the seven compile suites were ~200 s of a run whose kernels had not changed.
+COMPILE_POLICY = "KPERF_COMPILE"
+TIMING_POLICIES = ("changed", "every")
 
 
 def _bench_name(obj: object, method: str) -> str:
@@ -111,10 +116,12 @@ RECORD_FIELDS = ("measurement", "config", "target", "gpu", "first_call_s", "tflo
                  "max_abs_err", "energy_per_call_j", "pid", "idle_before_s")
 
 
-def baseline_policy() -> str:
-    policy = os.environ.get(BASELINE_POLICY, "changed")
-    if policy not in BASELINE_POLICIES:
-        raise ValueError(f"{BASELINE_POLICY}={policy!r}: expected one of {BASELINE_POLICIES}")
+def timing_policy(variable: str) -> str:
+    """``changed`` or ``every``, from the environment variable (BASELINE_POLICY or
+    COMPILE_POLICY)."""
+    policy = os.environ.get(variable, "changed")
+    if policy not in TIMING_POLICIES:
+        raise ValueError(f"{variable}={policy!r}: expected one of {TIMING_POLICIES}")
     return policy
 
 
@@ -150,21 +157,29 @@ def baseline_digest(op_name: str, root: Path | None = None) -> str:
 
 def skip_unchanged_baseline(time_name: str, spec: dict[str, Any], key: str) -> None:
     """Under the "changed" policy, a skip (``NotImplementedError``) when this machine timed
-    this baseline case at another commit with the same ``baseline_digest``. A commit that
-    timed it before is timed again: a rerun replaces a measurement, never blanks it."""
-    if baseline_policy() == "every":
-        return
-    params = {k: spec[k] for k in _CaseSuite.param_names}
+    this baseline case at another commit with the same ``baseline_digest``."""
+    where = timed_elsewhere(BASELINE_POLICY, time_name,
+                            {k: spec[k] for k in _CaseSuite.param_names}, "baseline_key", key)
+    if where:
+        raise NotImplementedError(
+            f"{spec['op']}/{spec['case']}/{spec['dtype']}/{spec['backend']}: the baseline is "
+            f"unchanged since commit {where} (same code, measuring code, torch and GPU), "
+            f"timed there on this machine; {BASELINE_POLICY}=every times it at every commit")
+
+
+def timed_elsewhere(policy: str, benchmark: str, params: dict[str, Any], key_field: str,
+                    key: str, root: Path | None = None) -> str | None:
+    """The commit (8 characters) at which this machine timed ``benchmark(params)`` with the
+    same key, if the policy lets that timing stand for this commit's; else None. A commit
+    that timed it before is timed again: a rerun replaces a measurement, never blanks it."""
+    if timing_policy(policy) == "every":
+        return None
     commit = os.environ.get("ASV_COMMIT", "")
-    same = [r for r in record.machine_records(time_name, params)
-            if r.get("baseline_key") == key and r.get("measurement")]
+    same = [r for r in record.machine_records(benchmark, params, root)
+            if r.get(key_field) == key and (r.get("measurement") or r.get("samples"))]
     if not same or any(r.get("commit") == commit for r in same):
-        return
-    where = str(same[-1].get("commit") or "?")[:8]
-    raise NotImplementedError(
-        f"{spec['op']}/{spec['case']}/{spec['dtype']}/{spec['backend']}: the baseline is "
-        f"unchanged since commit {where} (same code, measuring code, torch and GPU), "
-        f"timed there on this machine; {BASELINE_POLICY}=every times it at every commit")
+        return None
+    return str(same[-1].get("commit") or "?")[:8]
 
 
 def _time_name(suite: type) -> str:
@@ -205,6 +220,23 @@ def energy_suite(time_suite: type) -> type:
     return type(name, (_EnergySuite,), {
         "op": time_suite.op, "params": time_suite.params, "time_suite": time_suite,
         "__module__": time_suite.__module__})
+
+
+def compile_digest(op_name: str, root: Path | None = None) -> str:
+    """What an op's compile time depends on besides the host: its kernel sources and
+    compilers (``kernel_source_digest``), this module (the compile timing) and Python."""
+    import hashlib
+
+    digest = hashlib.sha256(kernel_source_digest(op_name, root).encode())
+    digest.update(Path(__file__).read_bytes())
+    digest.update(sys.version.encode())
+    return digest.hexdigest()[:20]
+
+
+def compile_record_root() -> Path:
+    """Where the compile suites note what they timed: beside the measurement records, not
+    among them (those are read as device-timed samples by the site and the gate)."""
+    return record.record_root().parent / "compile-records"
 
 
 def kernel_source_digest(op_name: str, root: Path | None = None) -> str:
@@ -334,7 +366,19 @@ class _CompileTime:
         if self.be.aot is None:
             raise NotImplementedError(f"{self.op}/{backend} has no ahead-of-time compile path")
         self.target = get_target(target)
+        self.compile_key = compile_digest(self.op)
+        where = timed_elsewhere(COMPILE_POLICY, _bench_name(self, "track_compile"),
+                                self._params(target, dtype, backend), "compile_key",
+                                self.compile_key, compile_record_root())
+        if where:
+            raise NotImplementedError(
+                f"{self.op}/{self.case}/{dtype}/{backend}@{target}: its kernel source and "
+                f"compilers are unchanged since commit {where}, whose cold compiles this "
+                f"machine timed; {COMPILE_POLICY}=every times them at every commit")
         self._prime(backend, dtype)
+
+    def _params(self, target: str, dtype: str, backend: str) -> dict[str, str]:
+        return dict(zip(self.param_names, (target, dtype, backend), strict=True))
 
     def _prime(self, backend: str, dtype: str) -> None:
         """Untimed: the process's one-off initialisation, paid on a small kernel.
@@ -386,6 +430,11 @@ class _CompileTime:
                                          "backend": backend, "target": target}, artifacts,
                                         self.target.vendor)
             samples.append(seconds)
+        record.write_record(_bench_name(self, "track_compile"),
+                            self._params(target, dtype, backend),
+                            {"kind": "compile", "compile_key": self.compile_key,
+                             "samples": samples, "recorded_at": time.time()},
+                            compile_record_root())
         return {"samples": samples, "number": 1}
 
     track_compile.unit = "seconds"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,14 @@ from kernels.registry import get_op
 from kernels.targets import get_target
 
 REAL_VERSION = compat.installed_version
+
+
+@pytest.fixture(autouse=True)
+def _own_records(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The compile suites note what they timed beside the records: here, not in the repo."""
+    monkeypatch.setenv("KPERF_RECORD_DIR", str(tmp_path / "records"))
+    monkeypatch.setenv("KPERF_MACHINE", "drift-test")
+    monkeypatch.delenv("KPERF_COMPILE", raising=False)
 
 
 def _pretend(monkeypatch: pytest.MonkeyPatch, package: str, version: str) -> None:
@@ -177,7 +186,7 @@ def test_the_compile_suite_primes_its_process_on_a_small_kernel(monkeypatch):
     suite = GemmCompile()  # what setup sets, without its primer (counted from here)
     op = get_op("gemm")
     suite.be, suite.case_def = op.backend("triton"), op.case("square-4096")
-    suite.target = get_target("gfx942")
+    suite.target, suite.compile_key = get_target("gfx942"), "primer-test"
     calls = _count_compiles(monkeypatch, suite)
     suite._prime("triton", "fp16")
     assert calls == ["other"]
@@ -204,3 +213,57 @@ def test_a_kernel_the_stack_cannot_build_is_a_skip_in_the_compile_suite(monkeypa
     suite.be = Backend("triton", suite.be.build, unsupported)
     with pytest.raises(SkipNotImplemented, match=r"triton 9\.9"):
         suite.track_compile("gfx942", "fp16", "triton")
+
+
+def test_unchanged_kernels_compile_times_are_timed_once_per_machine(monkeypatch, tmp_path):
+    """A commit whose op kernels and compilers are those of a commit this machine timed
+    skips the op's compile suite, naming that commit; a rerun of that commit, another op,
+    a changed kernel source and KPERF_COMPILE=every time it."""
+    from benchmarks import _suites
+    from benchmarks.bench_gemm import GemmCompile
+    from benchmarks.bench_softmax import SoftmaxCompile
+
+    monkeypatch.setattr(GemmCompile, "repeat", 1)
+    params = ("gfx942", "fp16", "triton")
+    monkeypatch.setenv("ASV_COMMIT", "1111111111aaaaaaaaaa")
+    first = GemmCompile()
+    first.setup(*params)
+    assert len(first.track_compile(*params)["samples"]) == 1
+    (noted,) = (tmp_path / "records").parent.glob("compile-records/drift-test/*/*/*.json")
+    assert '"compile_key"' in noted.read_text()
+
+    monkeypatch.setenv("ASV_COMMIT", "2222222222bbbbbbbbbb")
+    with pytest.raises(NotImplementedError, match="unchanged since commit 11111111"):
+        GemmCompile().setup(*params)
+    SoftmaxCompile().setup(*params)  # another op was never timed here
+    GemmCompile().setup("sm_90a", "fp16", "triton")  # nor this target
+    monkeypatch.setenv("KPERF_COMPILE", "every")
+    GemmCompile().setup(*params)
+    monkeypatch.setenv("KPERF_COMPILE", "sometimes")
+    with pytest.raises(ValueError, match="KPERF_COMPILE='sometimes'"):
+        GemmCompile().setup(*params)
+    monkeypatch.setenv("KPERF_COMPILE", "changed")
+    monkeypatch.setenv("ASV_COMMIT", "1111111111aaaaaaaaaa")  # a rerun of that commit
+    GemmCompile().setup(*params)
+    monkeypatch.setenv("ASV_COMMIT", "3333333333cccccccccc")  # the op's kernels changed
+    monkeypatch.setattr(_suites, "compile_digest", lambda op: "another source")
+    GemmCompile().setup(*params)
+
+
+def test_the_compile_digest_follows_the_op_and_the_timing_code(tmp_path, monkeypatch):
+    from benchmarks import _suites
+
+    root = tmp_path / "kernels"
+    for rel in ("op.py", "gemm/spec.py", "softmax/spec.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel)
+    gemm, softmax = (_suites.compile_digest(op, root) for op in ("gemm", "softmax"))
+    (root / "softmax/spec.py").write_text("changed")
+    assert _suites.compile_digest("gemm", root) == gemm
+    assert _suites.compile_digest("softmax", root) != softmax
+    monkeypatch.setattr(_suites, "kernel_source_digest", lambda op, root=None: "same")
+    timing_code = _suites.compile_digest("gemm", root)
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
+        b"# edited" if self.name == "_suites.py" else b""))
+    assert _suites.compile_digest("gemm", root) != timing_code

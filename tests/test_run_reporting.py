@@ -38,7 +38,13 @@ def test_summary_counts_every_case_of_the_runs_commits(tmp_path: Path) -> None:
     (tmp_path / "abcdef12-env.json").write_text(json.dumps(
         {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
     text = summary(tmp_path, ["abcdef1234"], 90.0)
-    assert "1 skipped (1 of them the torch baseline, timed only where it changed" in text
+    assert "1 skipped (1 the torch baseline (--baseline every): timed only where they" in text
+    rows["b.C.track_compile"] = [[float("nan")] * 2, [["'gfx942'", "'sm_90a'"]], [None] * 2]
+    (tmp_path / "abcdef12-env.json").write_text(json.dumps(
+        {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
+    text = summary(tmp_path, ["abcdef1234"], 90.0)
+    assert ("3 skipped (1 the torch baseline (--baseline every) and 2 cold compiles "
+            "(--compile every): timed only where they changed)") in text
 
 
 def test_compile_notes_and_the_cache_count(tmp_path: Path, monkeypatch) -> None:

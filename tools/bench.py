@@ -5,6 +5,8 @@
     python -m tools.bench -b GemmTime     # a subset (asv -b regex)
     python -m tools.bench --baseline every   # time torch at every commit, not only when
                                           # what its timing depends on changed
+    python -m tools.bench --compile every    # time the cold compiles at every commit, not
+                                          # only when an op's kernels or compilers changed
 
 Without a GPU it runs the CPU-side suites (compile times and gfx942/sm_90a static
 figures) and says so. Results go to .asv/results, per-sample records to .asv/records,
@@ -44,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         help="when to time each op's torch baseline: at a commit where its code, the "
              "measuring code, torch or the GPU changed since it was last timed on this "
              "machine (default), or at every commit")
+    parser.add_argument(
+        "--compile", choices=("changed", "every"), default="changed",
+        help="when to time each op's cold compiles (the <Op>Compile suites): at a commit "
+             "where its kernel sources, its compilers or the timing code changed since "
+             "they were last timed on this machine (default), or at every commit")
     args = parser.parse_args(argv)
 
     gpu = has_gpu()
@@ -55,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("No GPU found: running only the CPU-side benchmarks (compile times and "
               "gfx942 / sm_90a static figures). GPU timings need a CUDA or ROCm GPU.")
-    env = {**asv_env(info["machine"], cpu_only=not gpu), "KPERF_BASELINE": args.baseline}
+    env = {**asv_env(info["machine"], cpu_only=not gpu), "KPERF_BASELINE": args.baseline,
+           "KPERF_COMPILE": args.compile}
 
     shas = commits(args.range)
     started, started_at = time.monotonic(), time.time()
@@ -81,7 +89,7 @@ def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
     from tools.gate.asvio import ResultsFileError, read_results_file, selected
 
     counts = {"ok": 0, "failed": 0, "skipped": 0}
-    baselines_skipped = 0
+    baselines_skipped = compiles_skipped = 0
     for sha in shas:
         for path in sorted(results.glob(f"{sha[:8]}-*.json")):
             try:
@@ -92,12 +100,16 @@ def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
             for name, block in cases.items():
                 if name.split("(", 1)[0] in started and selected(name, regexes or []):
                     counts[block.status] += 1
-                    baselines_skipped += block.status == "skipped" and name.endswith(
-                        f", '{BASELINE}')")
+                    skipped = block.status == "skipped"
+                    baselines_skipped += skipped and name.endswith(f", '{BASELINE}')")
+                    compiles_skipped += skipped and ".track_compile(" in name
     run = counts["ok"] + counts["failed"]
     per_case = f"; {wall_s / run:.1f} s a case run" if run else ""
-    baselines = (f" ({baselines_skipped} of them the {BASELINE} baseline, timed only where "
-                 f"it changed: --baseline every)" if baselines_skipped else "")
+    unchanged = [f"{n} {what}" for n, what in (
+        (baselines_skipped, f"the {BASELINE} baseline (--baseline every)"),
+        (compiles_skipped, "cold compiles (--compile every)")) if n]
+    baselines = (f" ({' and '.join(unchanged)}: timed only where they changed)"
+                 if unchanged else "")
     return (f"kperf: {sum(counts.values())} cases over {len(shas)} commit(s): "
             f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped"
             f"{baselines}; "
