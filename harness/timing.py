@@ -15,6 +15,13 @@ the measured quantity; and, as a diagnostic beside each trial, to say how far th
 was ahead of the GPU when it had queued the trial's last rep (``reps_queued``). A host
 that keeps ahead leaves many reps queued; about one means the GPU waited for the host,
 and then the events' intervals can hold the host's launch latency too.
+
+So the estimate is taken behind a hold (a spin kernel the host queues its reps behind),
+and in ``events`` mode a call the host cannot launch well ahead of the GPU (its launch
+takes more than 1/``host_margin`` of the GPU's flush and call) gets a hold of its own in
+every rep, before the start event, longer than the host needs to queue the call behind
+it (``rep_hold_s``). A 12 us SwiGLU read 11.7 us in one run and 17-20 us in another
+without either (H200, 2026-12-02, docs/perf.md).
 """
 
 from __future__ import annotations
@@ -68,6 +75,9 @@ class Plan:
     power_window_s: float = 1.0
     cap_settle_s: float = 0.5
     estimate_calls: int = 5
+    estimate_hold_s: float = 1e-3  # the host queues the estimate's reps behind this
+    host_margin: float = 1.5  # how far ahead of the GPU the host must be without a hold
+    max_rep_hold_s: float = 2e-3
     # Energy per call: after the trials, calls back to back (no flush; graph replay in
     # graph mode) for this long; their mean power, from the energy counter's updates,
     # times their device time per call (0 turns it off).
@@ -97,6 +107,8 @@ class Measurement:
     energy_burst: dict[str, Any] | None = None  # calls, span, joules, device seconds
     at_cap: bool = False  # the warm-up ended with the board's power at the cap (cap_fraction)
     reps_queued: list[float | None] = field(default_factory=list)  # per trial (module doc)
+    host_rep_s: float | None = None  # the host's time to queue one rep (the estimate's median)
+    rep_hold_s: float = 0.0  # the hold before each rep's start event (0: none; module doc)
     # Each warm-up trial: end (s after the warm-up began), median seconds per call, SM
     # clock and board power. What settling took, case by case, from whole-suite runs.
     warmup_trace: list[dict[str, float | None]] = field(default_factory=list)
@@ -121,6 +133,9 @@ class _Runner:
         self._replay: Callable[[], None] | None = None
         self._next = 0
         self.reps_queued: float | None = None  # of the last ``time_reps`` (module doc)
+        self.host_rep_s: float | None = None  # host seconds to queue a rep, last time_reps
+        self.gpu_rep_s: float | None = None  # device seconds of a rep, flush included
+        self.rep_hold_s = 0.0
 
     def _call(self) -> None:
         self.calls[self._next % len(self.calls)]()
@@ -138,35 +153,58 @@ class _Runner:
         else:
             self._call()
 
-    def burst(self, calls: int) -> float:
-        """Device seconds of ``calls`` calls back to back, with no flush in between."""
+    def hold_for_host(self) -> None:
+        """A hold before every rep's start event when the host cannot queue a rep well
+        ahead of the GPU's running one (module doc); from the last ``time_reps``."""
+        need_s = self.plan.host_margin * (self.host_rep_s or 0.0)
+        if self.mode == "events" and self.gpu_rep_s and need_s > self.gpu_rep_s:
+            self.rep_hold_s = min(need_s, self.plan.max_rep_hold_s)
+
+    def burst(self, calls: int) -> tuple[float, int]:
+        """(device seconds, calls run) of about ``calls`` calls back to back, with no flush
+        in between (whole reps or graphs of them); by
+        graph replay when the host cannot launch the calls as fast as the GPU runs them
+        (idle gaps would count as the calls' time and energy)."""
         dev = self.device
+        rep, per = self._rep, self.calls_per_rep
+        if self.rep_hold_s and dev.supports_graphs:
+            per = int(min(self.plan.max_graph_calls,
+                          max(10, self.plan.graph_rep_s / max(self.gpu_rep_s or 0.0, 1e-9))))
+            rep = dev.capture([self.calls[i % len(self.calls)] for i in range(per)])
         start, end = dev.event(), dev.event()
+        dev.hold(self.plan.estimate_hold_s)
         start.record()
-        for _ in range(max(1, calls // self.calls_per_rep)):
-            self._rep()
+        replays = max(1, calls // per)
+        for _ in range(replays):
+            rep()
         end.record()
         dev.synchronize()
-        return start.elapsed_time(end) * 1e-3
+        return start.elapsed_time(end) * 1e-3, replays * per
 
-    def time_reps(self, reps: int) -> list[float]:
+    def time_reps(self, reps: int, lead_hold_s: float = 0.0) -> list[float]:
         """Seconds per call of each rep, all reps enqueued before one synchronize."""
         dev = self.device
         flush = self.plan.flush_l2 and self.mode == "events"
         pairs = [(dev.event(), dev.event()) for _ in range(reps)]
-        if not flush:
-            dev.hold(1e-3)
+        if lead_hold_s or not flush:
+            dev.hold(lead_hold_s or 1e-3)
+        host_s = []
         for start, end in pairs:
+            began = time.perf_counter()
             if flush:
                 dev.flush_l2()
+            if self.rep_hold_s:
+                dev.hold(self.rep_hold_s)
             start.record()
             self._rep()
             end.record()
+            host_s.append(time.perf_counter() - began)
         queued_at = time.perf_counter()
         dev.synchronize()
         drained_s = time.perf_counter() - queued_at
         span_s = pairs[0][0].elapsed_time(pairs[-1][1]) * 1e-3
         self.reps_queued = reps_queued(drained_s, span_s, reps)
+        self.host_rep_s, self.gpu_rep_s = statistics.median(host_s), span_s / reps
         per = self.calls_per_rep
         return [s.elapsed_time(e) * 1e-3 / per for s, e in pairs]
 
@@ -194,13 +232,16 @@ def measure(
     plan = plan or Plan()
     source = source or NullSource("no telemetry source given")
     runner = _Runner(device, calls, plan)
-    estimate = statistics.median(runner.time_reps(plan.estimate_calls))
+    estimate = statistics.median(runner.time_reps(plan.estimate_calls, plan.estimate_hold_s))
+    host_rep_s = runner.host_rep_s
     if estimate < plan.graph_below_s and device.supports_graphs:
         per_replay = plan.graph_rep_s / max(estimate, 1e-9)
         calls_per_rep = int(min(plan.max_graph_calls, max(10, per_replay)))
         runner.use_graph(calls_per_rep)
         estimate = statistics.median(runner.time_reps(3))
-    rep_s = estimate * runner.calls_per_rep
+    else:
+        runner.hold_for_host()
+    rep_s = estimate * runner.calls_per_rep + runner.rep_hold_s
     reps = int(min(plan.max_reps, max(plan.min_reps, plan.min_trial_s / max(rep_s, 1e-9))))
 
     with Sampler(source, period_s=sampler_period_s) as sampler:
@@ -250,6 +291,8 @@ def measure(
         energy_per_call_j=energy_per_call,
         energy_burst=burst,
         reps_queued=queued,
+        host_rep_s=host_rep_s,
+        rep_hold_s=runner.rep_hold_s,
         warmup_trace=warm.trace,
     )
 
@@ -266,9 +309,8 @@ def _energy_burst(runner: _Runner, plan: Plan, sampler: Sampler, call_s: float,
     calls = int(max(runner.calls_per_rep, plan.energy_s / max(call_s, 1e-9)))
     with sampler.polling_every(ENERGY_POLL_S):
         t0 = clock()
-        device_s = runner.burst(calls)
+        device_s, calls = runner.burst(calls)
         t1 = clock()
-    calls = max(1, calls // runner.calls_per_rep) * runner.calls_per_rep
     return {"calls": calls, "device_s": device_s, "span_s": t1 - t0, "t0": t0, "t1": t1}
 
 
@@ -311,16 +353,39 @@ def _at_cap(power_w: float | None, limit_w: float | None, plan: Plan) -> bool:
     return bool(power_w is not None and limit_w and power_w >= plan.cap_fraction * limit_w)
 
 
+def _clock_fell(clocks: Sequence[float | None], plan: Plan) -> bool:
+    """Whether the SM clock read lower than an earlier warm-up trial's by more than
+    ``settle_tol``: something is limiting it. The power controller acts on the board's
+    instantaneous power, ~1 s before the averaged reading shows the cap."""
+    highest = 0.0
+    for mhz in clocks:
+        if mhz is None:
+            continue
+        if mhz < (1.0 - plan.settle_tol) * highest:
+            return True
+        highest = max(highest, mhz)
+    return False
+
+
 def _cap_wait_s(ends: Sequence[float], powers: Sequence[float | None],
-                limits: Sequence[float | None], start: float, plan: Plan) -> float:
-    """How much longer a warm-up must run because its board power is near the limit
-    (0 when it is not, or has run long enough). ``ends``: each warm-up trial's end,
-    ``powers`` and ``limits`` its mean power and enforced limit."""
+                limits: Sequence[float | None], start: float, plan: Plan,
+                clocks: Sequence[float | None] = ()) -> float:
+    """How much longer a warm-up must run because its board power is near the limit, or
+    its clock fell under load (0 when neither, or when it has run long enough). ``ends``:
+    each warm-up trial's end, ``powers`` and ``limits`` its mean power and enforced
+    limit, ``clocks`` its median SM clock.
+
+    A clock that fell counts as near the limit: at a commit of 2026-12-02 (H200,
+    docs/perf.md "Morning of 2026-12-02"), 14 of 46 GEMM warm-ups ended after 0.46-0.73 s
+    with the clock down from ~1965 to 1410-1680 MHz while the power readings, still
+    rising, stayed under 85% of the limit; their trials then reached the cap (spread
+    15.8% a case, median), and their medians came out 1.7% fast (median; 13 of 14 fast)
+    against a run that had warmed them to it."""
     def reached(fraction: float) -> list[float]:
         return [t for t, p, cap in zip(ends, powers, limits, strict=True)
                 if p is not None and cap and p >= fraction * cap]
 
-    if not reached(plan.cap_near_fraction):
+    if not reached(plan.cap_near_fraction) and not _clock_fell(clocks, plan):
         return 0.0
     now = ends[-1]
     wait = start + plan.power_window_s - now
@@ -377,7 +442,8 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
         trace.append({"t_s": round(elapsed, 4), "s": values[-1], "mhz": clocks[-1],
                       "w": powers[-1]})
         at_cap = _at_cap(powers[-1], limits[-1], plan)
-        if (elapsed >= plan.warmup_min_s and _cap_wait_s(ends, powers, limits, start, plan) == 0
+        if (elapsed >= plan.warmup_min_s
+                and _cap_wait_s(ends, powers, limits, start, plan, clocks) == 0
                 and _settled(values, clocks, plan, powers, at_cap)):
             return WarmUp(n, elapsed, True, at_cap, trace)
         if elapsed >= plan.warmup_max_s:

@@ -16,20 +16,31 @@ from harness.telemetry import Reading
 
 @dataclass
 class FakeGpu:
+    """A GPU and the host that feeds it, each on its own simulated clock.
+
+    Each launch costs the host ``launch_overhead_s``; work starts when the GPU is free and
+    the host has queued it. So events around a lone call read the launch too, a flush or
+    hold in front hides it, and a host slower than the work it queues falls behind."""
+
     clock_mhz: Callable[[float], float] = lambda t: 1500.0  # clock as a function of device time
-    launch_overhead_s: float = 5e-6  # host cost per launch that events around one call see
-    now: float = 0.0  # device time, seconds
+    launch_overhead_s: float = 5e-6  # host seconds to launch a kernel or a graph
+    now: float = 0.0  # device time, seconds: when the GPU is free
+    host: float = 0.0  # host time on the same axis: when the host has queued what it has
     flushes: int = 0
     launches: int = 0
     graphs: int = 0
-    host_gap_pending: bool = True  # whether the next launch starts after an idle gap
+    holds: list[float] = field(default_factory=list)
     supports_graphs: bool = True
     name: str = "FakeGPU"
+    in_graph: bool = False
+
+    def _start(self) -> None:  # the GPU reaches work the host queued just now
+        self.now = max(self.now, self.host)
 
     def run_cycles(self, cycles: float) -> None:
-        if self.host_gap_pending:
-            self.now += self.launch_overhead_s
-        self.host_gap_pending = True
+        if not self.in_graph:
+            self.host += self.launch_overhead_s
+        self._start()
         self.launches += 1
         self.now += cycles / (self.clock_mhz(self.now) * 1e6)
 
@@ -38,24 +49,29 @@ class FakeGpu:
         return FakeEvent(self)
 
     def synchronize(self) -> None:
-        self.host_gap_pending = True
+        self.host = self.now = max(self.now, self.host)
 
     def flush_l2(self) -> None:
         self.flushes += 1
+        self._start()
         self.now += 50e-6
-        self.host_gap_pending = False  # the host queued the next launch behind the flush
 
     def hold(self, seconds: float) -> None:
+        self.holds.append(seconds)
+        self._start()
         self.now += seconds
-        self.host_gap_pending = False
 
     def capture(self, calls: list[Callable[[], Any]]) -> Callable[[], None]:
         self.graphs += 1
 
         def replay() -> None:
-            for call in calls:
-                self.host_gap_pending = False  # graph launches have no host gap
-                call()
+            self.host += self.launch_overhead_s  # one launch for the whole graph
+            self.in_graph = True
+            try:
+                for call in calls:
+                    call()
+            finally:
+                self.in_graph = False
 
         return replay
 
@@ -66,6 +82,7 @@ class FakeEvent:
     t: float = 0.0
 
     def record(self) -> None:
+        self.gpu._start()
         self.t = self.gpu.now
 
     def elapsed_time(self, end: FakeEvent) -> float:

@@ -50,11 +50,12 @@ def test_two_microsecond_kernel_reads_its_graph_replay_time():
     assert got == pytest.approx(reference, rel=0.10)
 
 
-def test_trials_say_when_the_host_fell_behind_the_gpu():
+def test_a_host_behind_the_gpu_gets_a_hold_and_the_kernels_own_time():
     """A ~50 us kernel behind an L2 flush: a host that queues it normally is far ahead of
-    the GPU when it has queued a trial's last rep; one that spins 300 us before each
-    launch is not, and the events then read the launch latency too (harness/timing.py,
-    ``reps_queued``)."""
+    the GPU, and needs no hold; one that spins 300 us before each launch is not, and
+    without a hold the events would read its latency too. The loop sees the host's time
+    per rep and puts a longer hold before each start event: the slow host's samples are
+    then the kernel's (harness/timing.py, ``rep_hold_s``)."""
     import time
 
     import torch
@@ -75,12 +76,17 @@ def test_trials_say_when_the_host_fell_behind_the_gpu():
     plan = Plan(trials=3, warmup_min_s=0.0)
     device = TorchDevice(flush_bytes=1 << 27)
     steady, slow = measure([fn], device, plan), measure([slow_host], device, plan)
-    print(f"steady {statistics.median(steady.samples) * 1e6:.1f} us, reps queued "
-          f"{steady.reps_queued}; slow host {statistics.median(slow.samples) * 1e6:.1f} us, "
-          f"reps queued {slow.reps_queued}")
-    assert min(steady.reps_queued) > 3
-    assert max(slow.reps_queued) < 2
-    assert statistics.median(slow.samples) > 1.5 * statistics.median(steady.samples)
+    unheld = measure([slow_host], device, plan.with_overrides(host_margin=0.0))
+    for name, m in (("steady", steady), ("slow host", slow), ("slow, no hold", unheld)):
+        print(f"{name}: {statistics.median(m.samples) * 1e6:.1f} us, hold "
+              f"{m.rep_hold_s * 1e6:.0f} us, host {m.host_rep_s * 1e6:.0f} us a rep, "
+              f"reps queued {m.reps_queued}")
+    assert steady.rep_hold_s == 0.0 and min(steady.reps_queued) > 3
+    assert slow.rep_hold_s >= 300e-6 and min(slow.reps_queued) > 1
+    assert statistics.median(slow.samples) == pytest.approx(
+        statistics.median(steady.samples), rel=0.05)
+    assert max(unheld.reps_queued) < 2  # what the hold prevents
+    assert statistics.median(unheld.samples) > 1.5 * statistics.median(steady.samples)
 
 
 @pytest.mark.parametrize("backend", ["tilelang", "triton", "torch"])

@@ -36,6 +36,78 @@ def test_each_trial_says_how_many_reps_the_host_had_queued_ahead():
     assert all(q is not None and q >= 0 for q in m.reps_queued)
 
 
+def _slow_host_kernel(gpu: FakeGpu, host_s: float, kernel_s: float):
+    """A launch that really costs the host ``host_s`` (the loop reads the host's time on
+    its own clock) and the simulated host the same."""
+    import time
+
+    gpu.launch_overhead_s = host_s
+    kernel = FakeKernel(gpu, cycles=1500e6 * kernel_s)
+
+    def launch() -> None:
+        until = time.perf_counter() + host_s
+        while time.perf_counter() < until:
+            pass
+        kernel()
+
+    return launch
+
+
+def test_a_host_slower_than_the_flush_gets_a_hold_before_each_rep():
+    """A 40 us kernel whose launch costs the host 100 us: behind a 50 us flush the GPU
+    would wait for each launch and the events would read it. A hold before each start
+    event, longer than the launch, leaves the kernel's own time."""
+    gpu = FakeGpu()
+    m = measure([_slow_host_kernel(gpu, 100e-6, 40e-6)], gpu, Plan(**FAST))
+    assert m.mode == "events" and m.host_rep_s is not None and m.host_rep_s >= 100e-6
+    assert m.rep_hold_s == pytest.approx(1.5 * m.host_rep_s)
+    assert gpu.holds.count(m.rep_hold_s) >= m.reps * len(m.samples)
+    for s in m.samples:
+        assert s == pytest.approx(40e-6, rel=1e-6)
+
+    gpu = FakeGpu()  # the same without the rule: the launches leak into the samples
+    m = measure([_slow_host_kernel(gpu, 100e-6, 40e-6)], gpu, Plan(**FAST, host_margin=0.0))
+    assert m.rep_hold_s == 0.0
+    assert statistics.median(m.samples) > 1.2 * 40e-6
+
+
+def test_a_host_that_keeps_ahead_gets_no_hold():
+    gpu = FakeGpu()
+    m = measure([FakeKernel(gpu, cycles=1500e6 * 200e-6)], gpu, Plan(**FAST))
+    assert m.rep_hold_s == 0.0 and m.host_rep_s is not None and m.host_rep_s < 100e-6
+    assert gpu.holds == [Plan().estimate_hold_s]  # the estimate's, nothing per rep
+
+
+def test_the_estimate_is_the_kernels_time_not_the_hosts():
+    """A 12 us kernel whose launch costs the host 40 us read 42-75 us by events behind a
+    flush (H200, 2026-12-02): above graph_below_s, so it was timed by events, where the
+    host's latency leaked in. Queued behind a hold, the estimate reads the kernel, and the
+    kernel is timed by graph replay."""
+    gpu = FakeGpu()
+    m = measure([_slow_host_kernel(gpu, 40e-6, 12e-6)], gpu, Plan(**FAST))
+    assert m.estimate_s < Plan().graph_below_s and m.mode == "graph"
+    assert statistics.median(m.samples) == pytest.approx(12e-6, rel=0.05)
+
+
+def test_the_energy_burst_of_a_slow_host_replays_a_graph():
+    """Back-to-back calls the host cannot launch as fast as the GPU runs them would count
+    the GPU's idle gaps as the calls' time (and energy): the burst replays a graph."""
+    from harness.timing import _Runner
+
+    gpu = FakeGpu()
+    runner = _Runner(gpu, [_slow_host_kernel(gpu, 100e-6, 40e-6)], Plan(**FAST))
+    runner.time_reps(5, 1e-3)
+    runner.hold_for_host()
+    assert runner.rep_hold_s > 0
+    graphs = gpu.graphs
+    seconds, calls = runner.burst(200)
+    assert seconds / calls == pytest.approx(40e-6, rel=1e-6) and 100 <= calls <= 200
+    assert gpu.graphs == graphs + 1
+    runner.rep_hold_s = 0.0  # launched one by one, the host's 100 us a call shows
+    seconds, calls = runner.burst(200)
+    assert calls == 200 and seconds / calls > 90e-6
+
+
 def test_short_kernel_switches_to_graph_replay_and_hides_launch_overhead():
     gpu = FakeGpu(launch_overhead_s=14e-6)
     kernel = FakeKernel(gpu, cycles=1500e6 * 2e-6)  # a ~2 us kernel
@@ -144,6 +216,23 @@ def test_a_warm_up_near_the_power_cap_outlasts_the_power_window():
     assert _cap_wait_s([*ends, 1.6], [*powers, 690.0], [*limits, 700.0], 0.0, SETTLE) == 0.0
 
 
+def test_a_clock_that_fell_under_load_holds_the_warm_up_for_the_power_window():
+    """GEMM deepseek-v3.q_b_proj (TileLang bf16) at a commit of 2026-12-02 on an H200: the
+    clock fell from 1965 to ~1670 MHz in the second trial while the averaged power
+    readings, still rising, stayed under 85% of the limit. Times and clocks agreed, and
+    the warm-up ended at 0.47 s; the trials then reached the cap. A clock that fell now
+    holds the warm-up for the power window, as power near the limit does."""
+    ends, powers, limits = [0.11, 0.23, 0.35, 0.47], [543.0, 562.0, 573.0, 576.0], [700.0] * 4
+    clocks = [1965.0, 1672.5, 1665.0, 1680.0]
+    times = [550e-6, 578e-6, 582e-6, 581e-6]
+    assert _settled(times, clocks, SETTLE, powers)  # what let it end
+    assert _cap_wait_s(ends, powers, limits, 0.0, SETTLE) == 0.0  # without the clocks
+    assert _cap_wait_s(ends, powers, limits, 0.0, SETTLE, clocks) == pytest.approx(0.53)
+    # a clock that rises (a lighter kernel after a capped one) or holds needs no wait
+    assert _cap_wait_s(ends, powers, limits, 0.0, SETTLE, [1515.0, 1700.0, 1980.0, 1980.0]) == 0
+    assert _cap_wait_s(ends, powers, limits, 0.0, SETTLE, [1980.0, 1975.0, 1980.0, None]) == 0
+
+
 def test_the_cap_rule_leaves_kernels_far_from_the_cap_and_unknown_limits_alone():
     # RMSNorm hidden on the same H200: 520-580 W of 700, its clock at 1980 MHz throughout
     assert _cap_wait_s([0.1, 0.2, 0.3], [526.0, 545.0, 581.0], [700.0] * 3, 0.0, SETTLE) == 0.0
@@ -152,9 +241,10 @@ def test_the_cap_rule_leaves_kernels_far_from_the_cap_and_unknown_limits_alone()
     assert _cap_wait_s([0.1, 0.2], [None, None], [700.0, 700.0], 0.0, SETTLE) == 0.0
 
 
-def _measure_on_a_board(power_w: float, plan: Plan):
+def _measure_on_a_board(power_w: float, plan: Plan, clock_mhz=lambda elapsed_s: 1500.0):
     """``measure`` of a 1 ms kernel on a board whose telemetry reads ``power_w`` of a 700 W
-    limit at 1500 MHz (1 ms of host time per call too, for the sampler to see)."""
+    limit at ``clock_mhz(seconds since the first reading)`` (1 ms of host time per call
+    too, for the sampler to see)."""
     import time
 
     from harness.telemetry import Reading
@@ -167,9 +257,13 @@ def _measure_on_a_board(power_w: float, plan: Plan):
         time.sleep(0.001)
         gpu.run_cycles(1500e6 * 1e-3)
 
+    began: list[float] = []
+
     class Board(ScriptedSource):
         def read(self) -> Reading:
-            return Reading(t=time.perf_counter(), sm_clock_mhz=1500.0, power_w=power_w,
+            t = time.perf_counter()
+            began[:] = began or [t]
+            return Reading(t=t, sm_clock_mhz=clock_mhz(t - began[0]), power_w=power_w,
                            power_limit_w=700.0, throttle_bits=0)
 
     return measure([kernel], gpu, plan, Board(gpu, host_to_device=lambda t: t),
@@ -186,6 +280,17 @@ def test_measure_holds_the_warm_up_while_power_is_near_the_cap(power_w: float,
     m = _measure_on_a_board(power_w, plan)
     assert m.settled
     assert (m.warmup_s >= 0.3) is waits, m.warmup_s
+
+
+def test_measure_holds_the_warm_up_when_the_clock_falls_below_the_cap_reading():
+    """At 560 W of 700 (under the near-cap 85%), a clock that falls 20% in the second trial
+    holds the warm-up for the power window; one that holds its level does not."""
+    plan = Plan(trials=2, min_trial_s=0.02, warmup_min_s=0.0, warmup_max_s=2.0,
+                power_window_s=0.4, energy_s=0)
+    m = _measure_on_a_board(560.0, plan, lambda t: 1965.0 if t < 0.015 else 1570.0)
+    assert m.settled and m.warmup_s >= 0.4, m.warmup_s
+    m = _measure_on_a_board(560.0, plan, lambda t: 1965.0)
+    assert m.settled and m.warmup_s < 0.4, m.warmup_s
 
 
 def test_at_the_cap_a_level_that_holds_is_settled_though_clocks_swing():
