@@ -125,6 +125,17 @@ def test_matrix_config_adds_pins_and_moves_results(tmp_path: Path) -> None:
         matrix.matrix_config(conf, REPO, tmp_path, {"pip+asv_runner": ["0.3.1"]}, [], "3.11")
 
 
+def test_every_stack_times_the_baseline_and_the_compiles(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stack comparison needs both stacks' figures at its commit: a stack whose torch and
+    kernels did not change since it last ran must not skip them, as a day's run does."""
+    monkeypatch.setenv("KPERF_COMPILE", "changed")
+    env = matrix.stack_env("m", {"dirs": [str(tmp_path)]}, sys.executable, REPO, True,
+                           tmp_path / "records")
+    assert env["KPERF_BASELINE"] == env["KPERF_COMPILE"] == "every"
+    assert env["KPERF_RECORD_DIR"] == str(tmp_path / "records")
+
+
 def test_image_config_keeps_the_history_but_separates_environments() -> None:
     conf = {"repo": ".", "results_dir": ".asv/results", "html_dir": "html",
             "env_dir": ".asv/env", "install_command": ["python {conf_dir}/tools/x.py"]}
