@@ -158,7 +158,19 @@ class _Runner:
         ahead of the GPU's running one (module doc); from the last ``time_reps``."""
         need_s = self.plan.host_margin * (self.host_rep_s or 0.0)
         if self.mode == "events" and self.gpu_rep_s and need_s > self.gpu_rep_s:
-            self.rep_hold_s = min(need_s, self.plan.max_rep_hold_s)
+            held_s = self._held_s(need_s)  # a hold spins clock cycles: it may run short
+            scale = need_s / held_s if 0 < held_s < need_s else 1.0
+            self.rep_hold_s = min(need_s * scale, self.plan.max_rep_hold_s)
+
+    def _held_s(self, seconds: float) -> float:
+        """Device seconds a hold of ``seconds`` takes."""
+        dev = self.device
+        start, end = dev.event(), dev.event()
+        start.record()
+        dev.hold(seconds)
+        end.record()
+        dev.synchronize()
+        return start.elapsed_time(end) * 1e-3
 
     def burst(self, calls: int) -> tuple[float, int]:
         """(device seconds, calls run) of about ``calls`` calls back to back, with no flush

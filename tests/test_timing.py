@@ -65,6 +65,15 @@ def test_a_host_slower_than_the_flush_gets_a_hold_before_each_rep():
     for s in m.samples:
         assert s == pytest.approx(40e-6, rel=1e-6)
 
+    gpu = FakeGpu()  # a hold that ends at 60% of what it was asked (it spins clock
+    # cycles, counted at a lower clock than the one it runs at)
+    real_hold = gpu.hold
+    gpu.hold = lambda seconds: real_hold(0.6 * seconds)
+    m = measure([_slow_host_kernel(gpu, 100e-6, 40e-6)], gpu, Plan(**FAST))
+    assert m.rep_hold_s == pytest.approx(1.5 * m.host_rep_s / 0.6)
+    for s in m.samples:
+        assert s == pytest.approx(40e-6, rel=1e-6)
+
     gpu = FakeGpu()  # the same without the rule: the launches leak into the samples
     m = measure([_slow_host_kernel(gpu, 100e-6, 40e-6)], gpu, Plan(**FAST, host_margin=0.0))
     assert m.rep_hold_s == 0.0
