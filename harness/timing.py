@@ -174,15 +174,19 @@ class _Runner:
 
     def burst(self, calls: int) -> tuple[float, int]:
         """(device seconds, calls run) of about ``calls`` calls back to back, with no flush
-        in between (whole reps or graphs of them); by
-        graph replay when the host cannot launch the calls as fast as the GPU runs them
-        (idle gaps would count as the calls' time and energy)."""
+        in between (whole reps or graphs of them). By graph replay when the host cannot
+        launch the calls as fast as the GPU runs them: idle gaps would count as the calls'
+        time and energy. A call that cannot be captured is launched one by one."""
         dev = self.device
         rep, per = self._rep, self.calls_per_rep
         if self.rep_hold_s and dev.supports_graphs:
-            per = int(min(self.plan.max_graph_calls,
-                          max(10, self.plan.graph_rep_s / max(self.gpu_rep_s or 0.0, 1e-9))))
-            rep = dev.capture([self.calls[i % len(self.calls)] for i in range(per)])
+            graph_calls = int(min(self.plan.max_graph_calls, max(
+                10, self.plan.graph_rep_s / max(self.gpu_rep_s or 0.0, 1e-9))))
+            try:
+                rep = dev.capture([self.calls[i % len(self.calls)] for i in range(graph_calls)])
+                per = graph_calls
+            except RuntimeError:
+                pass
         start, end = dev.event(), dev.event()
         dev.hold(self.plan.estimate_hold_s)
         start.record()

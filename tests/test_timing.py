@@ -112,6 +112,12 @@ def test_the_energy_burst_of_a_slow_host_replays_a_graph():
     seconds, calls = runner.burst(200)
     assert seconds / calls == pytest.approx(40e-6, rel=1e-6) and 100 <= calls <= 200
     assert gpu.graphs == graphs + 1
+    def refuse(calls):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    gpu.capture = refuse  # a call that cannot be captured: launched one by one
+    seconds, calls = runner.burst(200)
+    assert calls == 200 and seconds / calls > 90e-6
     runner.rep_hold_s = 0.0  # launched one by one, the host's 100 us a call shows
     seconds, calls = runner.burst(200)
     assert calls == 200 and seconds / calls > 90e-6
