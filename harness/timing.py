@@ -51,7 +51,13 @@ class Plan:
     graph_rep_s: float = 1e-3  # target device time of one graph replay
     max_graph_calls: int = 500  # large graphs are fragile on ROCm (tritonbench#1034)
     flush_l2: bool = True
-    warmup_min_s: float = 0.3
+    # No warm-up ends before the board's power reading (NVML's: a ~1 s average) covers the
+    # kernel's own load: until then neither the power rules below nor the clock can tell
+    # whether it will reach the cap. With 0.3 s, 56 of 253 warm-ups of one H200 session
+    # (2026-12-02, docs/perf.md "Morning of 2026-12-02") ended under the cap within 1 s
+    # and their trials then reached it (14 capped GEMMs read 1.7% fast, median); 1 s
+    # would have cost those records 0.14 s a measurement.
+    warmup_min_s: float = 1.0
     warmup_max_s: float = 5.0  # most cases settled in 0.3-0.8 s (H200, 2026-12-01, docs/perf.md)
     settle_trials: int = 3  # consecutive warm-up trials that must agree
     settle_tol: float = 0.01  # relative spread of those trials (time and clock)
@@ -369,39 +375,16 @@ def _at_cap(power_w: float | None, limit_w: float | None, plan: Plan) -> bool:
     return bool(power_w is not None and limit_w and power_w >= plan.cap_fraction * limit_w)
 
 
-def _clock_fell(clocks: Sequence[float | None], plan: Plan) -> bool:
-    """Whether the SM clock read lower than an earlier warm-up trial's by more than
-    ``settle_tol``: something is limiting it. The power controller acts on the board's
-    instantaneous power, ~1 s before the averaged reading shows the cap."""
-    highest = 0.0
-    for mhz in clocks:
-        if mhz is None:
-            continue
-        if mhz < (1.0 - plan.settle_tol) * highest:
-            return True
-        highest = max(highest, mhz)
-    return False
-
-
 def _cap_wait_s(ends: Sequence[float], powers: Sequence[float | None],
-                limits: Sequence[float | None], start: float, plan: Plan,
-                clocks: Sequence[float | None] = ()) -> float:
-    """How much longer a warm-up must run because its board power is near the limit, or
-    its clock fell under load (0 when neither, or when it has run long enough). ``ends``:
-    each warm-up trial's end, ``powers`` and ``limits`` its mean power and enforced
-    limit, ``clocks`` its median SM clock.
-
-    A clock that fell counts as near the limit: at a commit of 2026-12-02 (H200,
-    docs/perf.md "Morning of 2026-12-02"), 14 of 46 GEMM warm-ups ended after 0.46-0.73 s
-    with the clock down from ~1965 to 1410-1680 MHz while the power readings, still
-    rising, stayed under 85% of the limit; their trials then reached the cap (spread
-    15.8% a case, median), and their medians came out 1.7% fast (median; 13 of 14 fast)
-    against a run that had warmed them to it."""
+                limits: Sequence[float | None], start: float, plan: Plan) -> float:
+    """How much longer a warm-up must run because its board power is near the limit
+    (0 when it is not, or has run long enough). ``ends``: each warm-up trial's end,
+    ``powers`` and ``limits`` its mean power and enforced limit."""
     def reached(fraction: float) -> list[float]:
         return [t for t, p, cap in zip(ends, powers, limits, strict=True)
                 if p is not None and cap and p >= fraction * cap]
 
-    if not reached(plan.cap_near_fraction) and not _clock_fell(clocks, plan):
+    if not reached(plan.cap_near_fraction):
         return 0.0
     now = ends[-1]
     wait = start + plan.power_window_s - now
@@ -458,8 +441,7 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
         trace.append({"t_s": round(elapsed, 4), "s": values[-1], "mhz": clocks[-1],
                       "w": powers[-1]})
         at_cap = _at_cap(powers[-1], limits[-1], plan)
-        if (elapsed >= plan.warmup_min_s
-                and _cap_wait_s(ends, powers, limits, start, plan, clocks) == 0
+        if (elapsed >= plan.warmup_min_s and _cap_wait_s(ends, powers, limits, start, plan) == 0
                 and _settled(values, clocks, plan, powers, at_cap)):
             return WarmUp(n, elapsed, True, at_cap, trace)
         if elapsed >= plan.warmup_max_s:

@@ -36,7 +36,7 @@ def stop_index(trace: Sequence[dict], limit_w: float, plan: Plan) -> int | None:
         ends.append(trial["t_s"])
         limits = [limit_w] * n
         if (trial["t_s"] >= plan.warmup_min_s
-                and _cap_wait_s(ends, powers, limits, 0.0, plan, clocks) == 0
+                and _cap_wait_s(ends, powers, limits, 0.0, plan) == 0
                 and _settled(values, clocks, plan, powers, _at_cap(powers[-1], limit_w, plan))):
             return n
     return None
