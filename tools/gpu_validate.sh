@@ -51,13 +51,17 @@ commit() { git -c user.email=k@p -c user.name=kperf commit -q "$@"; }
 git add -A && { git diff --cached --quiet || commit -m "working tree as sent"; }
 limit=${STEP_TIMEOUT:-300}
 run_asv() {  # the current commit's benchmarks matching $1 (limit $2 s), log in $out/asv.log
-  /usr/bin/time -f "asv wall %e s" timeout "${2:-$limit}" python3 -m tools.bench --no-publish \
-    -b "$1" > "$out/asv.log" 2>&1
+  # each line stamped with the time it came: where asv's own start-up goes
+  { /usr/bin/time -f "asv wall %e s" timeout "${2:-$limit}" python3 -m tools.bench --no-publish \
+    -b "$1" 2>&1; } | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done \
+    > "$out/asv.log"
 }
 pack_asv() {  # results, records, the log and the workers' logs: one file per asv step
   mkdir -p "$out/worker-logs" && cp /tmp/kperf-workers-"$(id -u)"/*.log "$out/worker-logs/" 2>/dev/null
   local n; n=$(ls "$out"/asv-*.tgz 2>/dev/null | wc -l)
-  tar -czf "$out/asv-$n.tgz" .asv/results .asv/records -C "$out" asv.log worker-logs \
+  local kept=(.asv/results .asv/records)
+  [ -d .asv/compile-records ] && kept+=(.asv/compile-records)
+  tar -czf "$out/asv-$n.tgz" "${kept[@]}" -C "$out" asv.log worker-logs \
     && rm -r "$out/asv.log" "$out/worker-logs"
 }
 for step in "$@"; do
@@ -103,7 +107,8 @@ edited = text[:head.end()] + f"    # edited {time.strftime('%H:%M:%S')}\n" + tex
 open(path, "w").write(edited)
 EDIT
       commit -am "edit: a new source for $op's Triton kernel (a comment in its body)"
-      run_asv "$regex"; grep -E "kperf: |asv wall" "$out/asv.log" | sort -u | tail -60; pack_asv ;;
+      run_asv "$regex"; grep -E "kperf: |asv wall" "$out/asv.log" | sed 's/^[0-9:]* //' | sort -u \
+        | tail -60; pack_asv ;;
     blocks:*)
       timeout "$limit" python3 -m tools.blocks --file "${step#blocks:}" --out "$out/blocks"
       tar -czf "$out/blocks.tgz" -C "$out" blocks && rm -r "$out/blocks" ;;
