@@ -58,8 +58,8 @@ class Plan:
     # and their trials then reached it (14 capped GEMMs read 1.7% fast, median); 1 s
     # would have cost those records 0.14 s a measurement.
     warmup_min_s: float = 1.0
-    # 252 of 253 warm-ups of an H200 session settled, in 1.63 s (median; p90 1.83 s,
-    # longest 3.77 s; 2026-12-02, docs/perf.md "Morning of 2026-12-02")
+    # 252 of 253 warm-ups of an H200 session (0.3 s minimum) settled, in 1.63 s (median;
+    # p90 1.83 s, longest 3.77 s; 2026-12-02, docs/perf.md "Morning of 2026-12-02")
     warmup_max_s: float = 5.0
     settle_trials: int = 3  # consecutive warm-up trials that must agree
     settle_tol: float = 0.01  # relative spread of those trials (time and clock)
