@@ -267,3 +267,23 @@ def test_the_compile_digest_follows_the_op_and_the_timing_code(tmp_path, monkeyp
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
         b"# edited" if self.name == "_suites.py" else b""))
     assert _suites.compile_digest("gemm", root) != timing_code
+
+
+def test_an_unreadable_timing_record_is_named_and_the_case_is_timed(monkeypatch, tmp_path,
+                                                                     capsys):
+    """The skip rule reads what this machine timed before: a record cut short (a killed
+    writer, a full disk) is named on stderr and not used, so the case is timed, never
+    skipped on the word of a file that cannot be read."""
+    from benchmarks.bench_gemm import GemmCompile
+
+    monkeypatch.setattr(GemmCompile, "repeat", 1)
+    params = ("gfx942", "fp16", "triton")
+    monkeypatch.setenv("ASV_COMMIT", "1111111111aaaaaaaaaa")
+    first = GemmCompile()
+    first.setup(*params)
+    first.track_compile(*params)
+    (noted,) = (tmp_path / "records").parent.glob("compile-records/drift-test/*/*/*.json")
+    noted.write_text(noted.read_text()[:40])
+    monkeypatch.setenv("ASV_COMMIT", "2222222222bbbbbbbbbb")
+    GemmCompile().setup(*params)  # no skip
+    assert f"record {noted} is unreadable" in capsys.readouterr().err
