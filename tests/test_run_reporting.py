@@ -132,6 +132,27 @@ def test_eta_weighs_a_long_gpu_suite_and_speaks_while_it_runs(tmp_path: Path) ->
                                          f"{_m(now[0])}; about 0 s left")
 
 
+def test_a_skipped_compile_suite_does_not_set_the_pace(tmp_path: Path) -> None:
+    """At a day's commit the compile suite is skipped (0.2 s against 44 s expected): taken
+    as the pace, it said "about 0 s left" with a minute to go. The ETA keeps the plan's
+    pace until the benchmarks done have taken PACE_EVIDENCE_S."""
+    from tools.asvrun import CASE_SECONDS, PACE_EVIDENCE_S
+
+    meta = tmp_path / "benchmarks.json"
+    meta.write_text(json.dumps(_suite_meta()))
+    now = [0.0]
+    eta = Eta(clock=lambda: now[0], benchmarks_json=meta)
+    eta.update("· Running 5 total benchmarks (1 commits * 1 environments * 5 benchmarks)")
+    total = sum(expected_seconds_of(meta).values())
+    compile_s = 4 * CASE_SECONDS["compile"]
+    now[0] = 0.2
+    eta.update("[ 20.00%] ··· bench_x.XCompile.track_compile                ok")
+    assert PACE_EVIDENCE_S > 0.2
+    now[0] = 10.2  # 10 s into the energy suite
+    assert eta.note(force=True) == (
+        f"kperf: 1 of 5 benchmarks done after 10 s; about {_m(total - compile_s - 10.0)} left")
+
+
 def expected_seconds_of(meta: Path) -> dict[str, float]:
     from tools.asvrun import expected_seconds
 

@@ -93,6 +93,10 @@ PROGRESS = re.compile(r"^\[\s*(\d+(?:\.\d+)?)%\]")
 FINISHED = re.compile(r"^\[\s*\d+(?:\.\d+)?%\] ··· ([A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,})\s")
 RUNNING = re.compile(r"^· Running (\d+) total benchmarks \((\d+) commits \* (\d+) env")
 ETA_EVERY_S = 30.0
+# The benchmarks done set the pace once they have taken this long. A day's commit skips
+# most compile suites (benchmarks/_suites.py): done in 0.2 s against 44 s expected, the
+# first one alone said "about 0 s left" with a minute to go (H200, 2026-12-02).
+PACE_EVIDENCE_S = 30.0
 # Seconds a case of each kind of benchmark took with warm caches (H200 machine,
 # 2026-12-01, docs/perf.md "Around midnight"): the first timed suite of an op measures
 # (warm-up, trials, energy burst), the second reads that measurement; the compile suite
@@ -195,7 +199,8 @@ class Eta:
         if self.done >= self.steps:
             return 0.0
         total = sum(seconds for _, seconds in self.order) * self.steps / len(self.order)
-        pace = self.done_spent / self.done_expected if self.done_expected > 0 else 1.0
+        pace = (self.done_spent / self.done_expected
+                if self.done_expected > 0 and self.done_spent >= PACE_EVIDENCE_S else 1.0)
         current = self.order[self.done % len(self.order)][1]  # the benchmark running now
         in_current = now - self.running_since - self.done_spent
         after = total - self.done_expected - current
