@@ -35,6 +35,11 @@ _load_harness()
 # worker (harness/worker.py), a fresh process.
 # Only a speed-up: a module this environment lacks is left to the benchmark that needs it,
 # which then fails (or skips) with its own error instead of breaking discovery.
+# asv's discovery (``benchmark.py discover``, a process of its own at every run) reads
+# only the suites' names and parameters: it does not pay for them.
+_DISCOVERY = sys.argv[1:2] == ["discover"]
 for _module in filter(None, os.environ.get("KPERF_PREIMPORT", "").split(",")):
+    if _DISCOVERY:
+        break
     with contextlib.suppress(ImportError):
         importlib.import_module(_module)

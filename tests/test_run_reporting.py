@@ -4,7 +4,12 @@ how each case's kernel came to be (compiled or from the cache keyed by kernel so
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from benchmarks._case import cache_files, compile_note
 from tools.asvrun import ETA_EVERY_S, Eta
@@ -185,3 +190,23 @@ def test_every_asv_run_tells_the_suites_what_was_selected(tmp_path: Path, monkey
                    log=tmp_path / "asv.log")
     assert json.loads(seen["KPERF_BENCH_REGEX"]) == [r"GemmTime\.track_time\('square"]
     assert seen["A"] == "1"
+
+
+@pytest.mark.parametrize(("command", "imported"), [("discover", False), ("run_server", True)])
+def test_asvs_discovery_does_not_import_the_stack(command: str, imported: bool) -> None:
+    """asv discovers the suites in a process of its own at every run, and that process only
+    reads names and parameters: torch, Triton and TileLang are imported in the fork server
+    (KPERF_PREIMPORT), where the benchmarks run, not there (4.5 -> 0.1 s on the CPU
+    machine, more with a GPU stack)."""
+    from .conftest import REPO
+
+    probe = (f"import sys; sys.argv = ['benchmark.py', {command!r}]\n"
+             "import importlib, pkgutil, benchmarks\n"
+             "for m in pkgutil.iter_modules(benchmarks.__path__):\n"
+             "    importlib.import_module('benchmarks.' + m.name)\n"
+             "print(sorted(n for n in ('torch', 'triton', 'tilelang') if n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                         text=True, check=True, timeout=300,
+                         env={**os.environ, "KPERF_PREIMPORT": "torch,triton,tilelang"})
+    last = out.stdout.strip().splitlines()[-1]
+    assert last == ("['tilelang', 'torch', 'triton']" if imported else "[]"), out.stdout
