@@ -37,9 +37,7 @@ _load_harness()
 # which then fails (or skips) with its own error instead of breaking discovery.
 # asv's discovery (``benchmark.py discover``, a process of its own at every run) reads
 # only the suites' names and parameters: it does not pay for them.
-_DISCOVERY = sys.argv[1:2] == ["discover"]
-for _module in filter(None, os.environ.get("KPERF_PREIMPORT", "").split(",")):
-    if _DISCOVERY:
-        break
-    with contextlib.suppress(ImportError):
-        importlib.import_module(_module)
+if sys.argv[1:2] != ["discover"]:
+    for _module in filter(None, os.environ.get("KPERF_PREIMPORT", "").split(",")):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(_module)

@@ -83,7 +83,9 @@ class Plan:
     power_window_s: float = 1.0
     cap_settle_s: float = 0.5
     estimate_calls: int = 5
-    estimate_hold_s: float = 1e-3  # the host queues the estimate's reps behind this
+    # A hold the host queues a batch behind (the estimate's reps, reps without a flush,
+    # the energy burst), so launch latency does not leak into its first intervals
+    lead_hold_s: float = 1e-3
     host_margin: float = 1.5  # how far ahead of the GPU the host must be without a hold
     max_rep_hold_s: float = 2e-3
     # Energy per call: after the trials, calls back to back (no flush; graph replay in
@@ -196,7 +198,7 @@ class _Runner:
             except RuntimeError:
                 pass
         start, end = dev.event(), dev.event()
-        dev.hold(self.plan.estimate_hold_s)
+        dev.hold(self.plan.lead_hold_s)
         start.record()
         replays = max(1, calls // per)
         for _ in range(replays):
@@ -205,13 +207,13 @@ class _Runner:
         dev.synchronize()
         return start.elapsed_time(end) * 1e-3, replays * per
 
-    def time_reps(self, reps: int, lead_hold_s: float = 0.0) -> list[float]:
+    def time_reps(self, reps: int, lead_hold: bool = False) -> list[float]:
         """Seconds per call of each rep, all reps enqueued before one synchronize."""
         dev = self.device
         flush = self.plan.flush_l2 and self.mode == "events"
         pairs = [(dev.event(), dev.event()) for _ in range(reps)]
-        if lead_hold_s or not flush:
-            dev.hold(lead_hold_s or 1e-3)
+        if lead_hold or not flush:
+            dev.hold(self.plan.lead_hold_s)
         host_s = []
         for start, end in pairs:
             began = time.perf_counter()
@@ -256,7 +258,7 @@ def measure(
     plan = plan or Plan()
     source = source or NullSource("no telemetry source given")
     runner = _Runner(device, calls, plan)
-    estimate = statistics.median(runner.time_reps(plan.estimate_calls, plan.estimate_hold_s))
+    estimate = statistics.median(runner.time_reps(plan.estimate_calls, lead_hold=True))
     host_rep_s = runner.host_rep_s
     if estimate < plan.graph_below_s and device.supports_graphs:
         per_replay = plan.graph_rep_s / max(estimate, 1e-9)

@@ -84,7 +84,7 @@ def test_a_host_that_keeps_ahead_gets_no_hold():
     gpu = FakeGpu()
     m = measure([FakeKernel(gpu, cycles=1500e6 * 200e-6)], gpu, Plan(**FAST))
     assert m.rep_hold_s == 0.0 and m.host_rep_s is not None and m.host_rep_s < 100e-6
-    assert gpu.holds == [Plan().estimate_hold_s]  # the estimate's, nothing per rep
+    assert gpu.holds == [Plan().lead_hold_s]  # the estimate's, nothing per rep
 
 
 def test_the_estimate_is_the_kernels_time_not_the_hosts():
@@ -105,7 +105,7 @@ def test_the_energy_burst_of_a_slow_host_replays_a_graph():
 
     gpu = FakeGpu()
     runner = _Runner(gpu, [_slow_host_kernel(gpu, 100e-6, 40e-6)], Plan(**FAST))
-    runner.time_reps(5, 1e-3)
+    runner.time_reps(5, lead_hold=True)
     runner.hold_for_host()
     assert runner.rep_hold_s > 0
     graphs = gpu.graphs

@@ -108,11 +108,11 @@ def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
     unchanged = [f"{n} {what}" for n, what in (
         (baselines_skipped, f"the {BASELINE} baseline (--baseline every)"),
         (compiles_skipped, "cold compiles (--compile every)")) if n]
-    baselines = (f" ({' and '.join(unchanged)}: timed only where they changed)"
-                 if unchanged else "")
+    unchanged_note = (f" ({' and '.join(unchanged)}: timed only where they changed)"
+                      if unchanged else "")
     return (f"kperf: {sum(counts.values())} cases over {len(shas)} commit(s): "
             f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped"
-            f"{baselines}; "
+            f"{unchanged_note}; "
             f"wall {wall_s / 60:.1f} min{per_case} (asv, its environments and the site)")
 
 
