@@ -16,12 +16,15 @@ was ahead of the GPU when it had queued the trial's last rep (``reps_queued``). 
 that keeps ahead leaves many reps queued; about one means the GPU waited for the host,
 and then the events' intervals can hold the host's launch latency too.
 
-So the estimate is taken behind a hold (a spin kernel the host queues its reps behind),
-and in ``events`` mode a call the host cannot launch well ahead of the GPU (its launch
-takes more than 1/``host_margin`` of the GPU's flush and call) gets a hold of its own in
-every rep, before the start event, longer than the host needs to queue the call behind
-it (``rep_hold_s``). A 12 us SwiGLU read 11.7 us in one run and 17-20 us in another
-without either (H200, 2026-12-02, docs/perf.md).
+So the estimate is taken behind a hold (a spin kernel the host queues its reps behind).
+In ``events`` mode a trial's worth of reps first shows whether the host stays ahead; if
+it ends fewer than ``host_ahead_reps`` reps ahead, every rep gets a hold of its own
+before the start event, longer than the host needs to queue the call behind it
+(``rep_hold_s``). A 12 us SwiGLU read 11.7 us in one run and 17-20 us in another
+without either (H200, 2026-12-02, docs/perf.md). The hold is given only where the host
+was seen to fall behind: a hold idles the GPU between reps, which lowers the board's
+power, and a bandwidth-bound kernel's time moves with it (H200, 2026-12-02, docs/perf.md
+"A hold given where none was needed").
 """
 
 from __future__ import annotations
@@ -86,7 +89,13 @@ class Plan:
     # A hold the host queues a batch behind (the estimate's reps, reps without a flush,
     # the energy burst), so launch latency does not leak into its first intervals
     lead_hold_s: float = 1e-3
-    host_margin: float = 1.5  # how far ahead of the GPU the host must be without a hold
+    # A trial's worth of reps that ends with fewer reps still queued than this gets a hold
+    # in every rep. The host either keeps ahead, up to the driver's queue (200-256 reps
+    # on an H200), or falls behind (about one): of 77 measurements by events without a
+    # hold, none ended a trial fewer than 79 reps ahead (2026-12-02, docs/perf.md "A
+    # hold given where none was needed"). 0 turns holds off.
+    host_ahead_reps: float = 8.0
+    host_margin: float = 1.5  # a hold: this times the host's time to queue a rep
     max_rep_hold_s: float = 2e-3
     # Energy per call: after the trials, calls back to back (no flush; graph replay in
     # graph mode) for this long; their mean power, from the energy counter's updates,
@@ -117,7 +126,9 @@ class Measurement:
     energy_burst: dict[str, Any] | None = None  # calls, span, joules, device seconds
     at_cap: bool = False  # the warm-up ended with the board's power at the cap (cap_fraction)
     reps_queued: list[float | None] = field(default_factory=list)  # per trial (module doc)
-    host_rep_s: float | None = None  # the host's time to queue one rep (the estimate's median)
+    # host seconds to queue a rep (median of the probe; when the driver's queue is full,
+    # as it is for a host far ahead, the host waits for the GPU and this reads its pace)
+    host_rep_s: float | None = None
     rep_hold_s: float = 0.0  # the hold before each rep's start event (0: none; module doc)
     # Each warm-up trial: end (s after the warm-up began), median seconds per call, SM
     # clock and board power. What settling took, case by case, from whole-suite runs.
@@ -143,6 +154,7 @@ class _Runner:
         self._replay: Callable[[], None] | None = None
         self._next = 0
         self.reps_queued: float | None = None  # of the last ``time_reps`` (module doc)
+        self.last_reps = 0  # reps of the last ``time_reps``
         self.host_rep_s: float | None = None  # host seconds to queue a rep, last time_reps
         self.gpu_rep_s: float | None = None  # device seconds of a rep, flush included
         self.rep_hold_s = 0.0
@@ -164,10 +176,12 @@ class _Runner:
             self._call()
 
     def hold_for_host(self) -> None:
-        """A hold before every rep's start event when the host cannot queue a rep well
-        ahead of the GPU's running one (module doc); from the last ``time_reps``."""
-        need_s = self.plan.host_margin * (self.host_rep_s or 0.0)
-        if self.mode == "events" and self.gpu_rep_s and need_s > self.gpu_rep_s:
+        """A hold before every rep's start event when the last ``time_reps`` ended with
+        the host fewer than ``host_ahead_reps`` reps ahead of the GPU (module doc)."""
+        ahead_needed = min(self.plan.host_ahead_reps, self.last_reps / 2)  # a short batch
+        behind = self.reps_queued is not None and self.reps_queued < ahead_needed
+        if self.mode == "events" and behind and self.host_rep_s:
+            need_s = self.plan.host_margin * self.host_rep_s
             held_s = self._held_s(need_s)  # a hold spins clock cycles: it may run short
             scale = need_s / held_s if 0 < held_s < need_s else 1.0
             self.rep_hold_s = min(need_s * scale, self.plan.max_rep_hold_s)
@@ -229,10 +243,15 @@ class _Runner:
         dev.synchronize()
         drained_s = time.perf_counter() - queued_at
         span_s = pairs[0][0].elapsed_time(pairs[-1][1]) * 1e-3
-        self.reps_queued = reps_queued(drained_s, span_s, reps)
+        self.reps_queued, self.last_reps = reps_queued(drained_s, span_s, reps), reps
         self.host_rep_s, self.gpu_rep_s = statistics.median(host_s), span_s / reps
         per = self.calls_per_rep
         return [s.elapsed_time(e) * 1e-3 / per for s, e in pairs]
+
+
+def _reps(rep_s: float, plan: Plan) -> int:
+    """Reps of ``rep_s`` device seconds each that make a trial of ``min_trial_s``."""
+    return int(min(plan.max_reps, max(plan.min_reps, plan.min_trial_s / max(rep_s, 1e-9))))
 
 
 def reps_queued(drained_s: float, span_s: float, reps: int) -> float | None:
@@ -259,19 +278,21 @@ def measure(
     source = source or NullSource("no telemetry source given")
     runner = _Runner(device, calls, plan)
     estimate = statistics.median(runner.time_reps(plan.estimate_calls, lead_hold=True))
-    host_rep_s = runner.host_rep_s
+    host_rep_s, began = runner.host_rep_s, None
     if estimate < plan.graph_below_s and device.supports_graphs:
         per_replay = plan.graph_rep_s / max(estimate, 1e-9)
         calls_per_rep = int(min(plan.max_graph_calls, max(10, per_replay)))
         runner.use_graph(calls_per_rep)
         estimate = statistics.median(runner.time_reps(3))
-    else:
+    else:  # does the host stay ahead over a trial's worth of reps? (it warms up too)
+        began = clock()
+        runner.time_reps(_reps(estimate, plan))
+        host_rep_s = runner.host_rep_s
         runner.hold_for_host()
-    rep_s = estimate * runner.calls_per_rep + runner.rep_hold_s
-    reps = int(min(plan.max_reps, max(plan.min_reps, plan.min_trial_s / max(rep_s, 1e-9))))
+    reps = _reps(estimate * runner.calls_per_rep + runner.rep_hold_s, plan)
 
     with Sampler(source, period_s=sampler_period_s) as sampler:
-        warm = _warm_up(runner, reps, plan, sampler, clock)
+        warm = _warm_up(runner, reps, plan, sampler, clock, began)
         trials = plan.trials_at_cap if warm.at_cap and plan.trials_at_cap else plan.trials
         samples, windows, spans, queued = [], [], [], []
         for _ in range(trials):
@@ -408,7 +429,7 @@ class WarmUp:
 
 
 def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
-             clock: Callable[[], float]) -> WarmUp:
+             clock: Callable[[], float], began: float | None = None) -> WarmUp:
     """Run trials until the level has stopped moving, in time and in SM clock.
 
     A power-capped GEMM starts 12-15% fast after idle and slows as the clock falls to
@@ -423,7 +444,7 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
     alone). Near the power limit it also runs as long as ``_cap_wait_s`` says; at the
     limit, the level holding within ``settle_tol`` settles it (``_settled``).
     """
-    start = clock()
+    start = clock() if began is None else began  # the host's probe ran from ``began``
     values: list[float] = []
     clocks: list[float | None] = []
     powers: list[float | None] = []

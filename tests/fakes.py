@@ -3,10 +3,12 @@
 Work runs synchronously on a simulated device clock. A kernel's duration is its cycle
 count divided by the current SM clock, and the clock can follow a script (e.g. fall
 from boost to a power-capped level), so warm-up and clock attribution can be tested.
+A synchronize waits in real time for the simulated work still queued, as a GPU's does.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +51,11 @@ class FakeGpu:
         return FakeEvent(self)
 
     def synchronize(self) -> None:
+        """Waits, on the real clock too, for the work still queued: the loop reads how far
+        the host was ahead of the GPU from how long its synchronize waits."""
+        until = time.perf_counter() + max(0.0, self.now - self.host)
+        while time.perf_counter() < until:
+            pass
         self.host = self.now = max(self.now, self.host)
 
     def flush_l2(self) -> None:

@@ -53,9 +53,10 @@ def test_two_microsecond_kernel_reads_its_graph_replay_time():
 def test_a_host_behind_the_gpu_gets_a_hold_and_the_kernels_own_time():
     """A ~50 us kernel behind an L2 flush: a host that queues it normally is far ahead of
     the GPU, and needs no hold; one that spins 300 us before each launch is not, and
-    without a hold the events would read its latency too. The loop sees the host's time
-    per rep and puts a longer hold before each start event: the slow host's samples are
-    then the kernel's (harness/timing.py, ``rep_hold_s``)."""
+    without a hold the events would read its latency too. A trial's worth of reps shows
+    the host behind, and the loop puts a hold longer than the host's time a rep before
+    each start event: the slow host's samples are then the kernel's (harness/timing.py,
+    ``rep_hold_s``)."""
     import time
 
     import torch
@@ -76,7 +77,7 @@ def test_a_host_behind_the_gpu_gets_a_hold_and_the_kernels_own_time():
     plan = Plan(trials=3, warmup_min_s=0.0)
     device = TorchDevice(flush_bytes=1 << 27)
     steady, slow = measure([fn], device, plan), measure([slow_host], device, plan)
-    unheld = measure([slow_host], device, plan.with_overrides(host_margin=0.0))
+    unheld = measure([slow_host], device, plan.with_overrides(host_ahead_reps=0.0))
     for name, m in (("steady", steady), ("slow host", slow), ("slow, no hold", unheld)):
         print(f"{name}: {statistics.median(m.samples) * 1e6:.1f} us, hold "
               f"{m.rep_hold_s * 1e6:.0f} us, host {m.host_rep_s * 1e6:.0f} us a rep, "
