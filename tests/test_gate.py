@@ -744,3 +744,27 @@ def test_a_case_the_power_controller_held_down_is_judged_as_the_cap_class(th) ->
     v_decode = one(decide_look([case(decode, [1.0] * 8, ratios, bits=0x4)], th, None, 1,
                                th.sequential.looks), decode)
     assert v_decode.klass == "decode"  # a wider class stays as it is
+
+
+def test_an_ops_code_digest_covers_its_folder_and_the_shared_code_only(tmp_path: Path) -> None:
+    from tools.gate.plan import code_digest
+
+    def side(name: str, gemm: str = "g", softmax: str = "s", shared: str = "op",
+             record: str = "r") -> Path:
+        site = tmp_path / name
+        for rel, text in (("kernels/__init__.py", ""), ("kernels/op.py", shared),
+                          ("kernels/gemm/triton_gemm.py", gemm),
+                          ("kernels/softmax/triton_softmax.py", softmax),
+                          ("kernels-0.1.0.dist-info/RECORD", record),
+                          ("kernels/gemm/__pycache__/triton_gemm.cpython-312.pyc", record)):
+            (site / rel).parent.mkdir(parents=True, exist_ok=True)
+            (site / rel).write_text(text)
+        return site
+
+    ops = ["gemm", "softmax"]
+    base = code_digest(side("base"), "gemm", ops)
+    assert code_digest(side("softmax-edit", softmax="s2", record="r2"), "gemm", ops) == base
+    assert code_digest(side("gemm-edit", gemm="g2"), "gemm", ops) != base
+    assert code_digest(side("shared-edit", shared="op2"), "gemm", ops) != base
+    # an op the plan does not know of is not left out: its folder counts as shared code
+    assert code_digest(side("softmax-edit2", softmax="s3"), "gemm", ["gemm"]) != base

@@ -268,8 +268,29 @@ def _case(report: dict, fragment: str) -> dict:
 
 
 @pytest.mark.slow
+def test_a_commit_that_leaves_an_ops_code_alone_is_same_unmeasured(toy: dict) -> None:
+    """A README change: the toy's package is byte for byte the same at base and head, so
+    its cases are SAME without a block measured, no worker started."""
+    code, report, log = _gate(toy, "unchanged", "untouched")
+    assert report["base"] == toy["base"], "base must default to the merge-base with main"
+    assert report["base_how"] == "merge-base with main"
+    for fragment in ("ToyTime", "ToyRegisters"):
+        case = _case(report, fragment)
+        assert case["verdict"] == "SAME" and case["unchanged"] is True, log
+        assert case["rounds"] == 0 and "not measured: toy's code is the same" in case["reason"]
+    assert not (toy["root"] / "pr-untouched" / "blocks.jsonl").exists(), log
+    assert "nothing to measure" in report["stopped"]
+    assert "2 same (2 of them not measured: code unchanged)" in \
+        (toy["root"] / "out-untouched" / "gate.md").read_text()
+    assert code == 0, log
+    # a change of the toy's code is measured, though the README did not change
+    code, report, log = _gate(toy, "regressed", "regressed-digest", extra=("--max-rows", "5"))
+    assert _case(report, "ToyTime")["unchanged"] is False and code == 1, log
+
+
+@pytest.mark.slow
 def test_unchanged_commit_passes(toy: dict) -> None:
-    code, report, log = _gate(toy, "unchanged", "unchanged")
+    code, report, log = _gate(toy, "unchanged", "unchanged", extra=("--every-case",))
     assert report["base"] == toy["base"], "base must default to the merge-base with main"
     assert report["base_how"] == "merge-base with main"
     timed = _case(report, "ToyTime")
@@ -305,7 +326,7 @@ def test_an_outside_clock_lock_with_unchanged_code_is_not_slow(toy: dict) -> Non
     # The head's GPU is locked at 1500 MHz (not by the code: it is below the power limit
     # there). Time +17%, cycles unchanged: the environment's doing, and cycles must agree.
     script = {toy["unchanged"][:12]: {"lock_mhz": 1500}}
-    code, report, log = _gate(toy, "unchanged", "locked", script)
+    code, report, log = _gate(toy, "unchanged", "locked", script, extra=("--every-case",))
     timed = _case(report, "ToyTime")
     assert timed["ratio"] > 1.15, "the scripted lock did not slow the head"
     assert timed["attribution"] == "environment", log
@@ -317,7 +338,7 @@ def test_an_outside_clock_lock_with_unchanged_code_is_not_slow(toy: dict) -> Non
 @pytest.mark.slow
 def test_heat_with_unchanged_code_is_not_slow(toy: dict) -> None:
     script = {toy["unchanged"][:12]: {"hot": True}}
-    code, report, log = _gate(toy, "unchanged", "hot", script)
+    code, report, log = _gate(toy, "unchanged", "hot", script, extra=("--every-case",))
     timed = _case(report, "ToyTime")
     assert timed["attribution"] == "environment" and timed["verdict"] != "SLOW", log
     assert code in (0, 3), log
@@ -376,7 +397,8 @@ def test_an_interrupted_gate_keeps_every_block_and_resumes(toy: dict) -> None:
     env["TOY_SCRIPT"] = str(script)
     pr, out = toy["root"] / f"pr-{name}", toy["root"] / f"out-{name}"
     cmd = [sys.executable, "-m", "tools.gate", "--repo", str(toy["repo"]), "--head",
-           "unchanged", "--machine", MACHINE, "--out", str(out), "--pr-dir", str(pr)]
+           "unchanged", "--machine", MACHINE, "--out", str(out), "--pr-dir", str(pr),
+           "--every-case"]
     log_path = toy["root"] / f"log-{name}.txt"  # a file: nobody reads a pipe while we poll
     with log_path.open("w") as log_file:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log_file,

@@ -16,8 +16,10 @@
 #   cold                       removes the compile caches (.cache) and asv's environments
 #   next-commit                an empty commit: the next asv step measures a new commit whose
 #                              kernels and baselines are unchanged (a day's ordinary commit)
-#   gate:<aa|inject|again|resume>[:regex]   tools.gate HEAD~1 -> HEAD (default: the PR subset), where
-#                              aa commits comment-only edits of every kernel file, inject one that
+#   gate:<aa|edit|inject|again|resume>[:regex]   tools.gate HEAD~1 -> HEAD (default: the PR subset),
+#                              where aa commits comment-only edits of every kernel file, edit
+#                              of one op's (GATE_EDIT_OP, default fp8_gemm: the other ops' cases
+#                              are SAME unmeasured), inject one that
 #                              grows GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
 #                              and drops the FP8 GEMMs' grouped tile order (more HBM traffic, more
 #                              energy per call); again reruns the last comparison (a new device call
@@ -130,6 +132,11 @@ print('imported $mods', flush=True); time.sleep(30)" &
           for f in kernels/*/tilelang_*.py kernels/*/triton_*.py; do
             printf '\n# A/A: a comment-only change\n' >> "$f"; done
           commit -am "A/A: comment-only changes in every kernel file" ;;
+        edit)  # a PR that touches one op: only its cases are measured (docs/gate.md)
+          op=${GATE_EDIT_OP:-fp8_gemm}
+          for f in kernels/"$op"/tilelang_*.py kernels/"$op"/triton_*.py; do
+            printf '\n# a comment-only change of one op\n' >> "$f"; done
+          commit -am "one op edited, comments only: $op" ;;
         inject)
           sed -i 's/Case("square-8192", {"M": 8192, "N": 8192, "K": 8192}/Case("square-8192", {"M": 8192, "N": 8192, "K": 8448}/' kernels/gemm/spec.py
           sed -i 's/Case("llama3-8b.logits-4k", {"M": 4096,/Case("llama3-8b.logits-4k", {"M": 4137,/' kernels/softmax/spec.py

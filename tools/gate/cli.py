@@ -32,7 +32,16 @@ from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, GateError
 from tools.gate.measure import Run
 from tools.gate.model import Verdict
-from tools.gate.plan import STATE_SCHEMA, GatePlan, Lane, scratch_dir, sites_for, write_state
+from tools.gate.plan import (
+    STATE_SCHEMA,
+    GatePlan,
+    Lane,
+    case_op,
+    scratch_dir,
+    sites_for,
+    unchanged_ops,
+    write_state,
+)
 from tools.gate.sequential import exit_code, finalise, replay
 from tools.paths import PathError
 
@@ -60,6 +69,9 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pr-dir", type=Path, help="default <repo>/.asv/pr-results")
     parser.add_argument("--out", type=Path, help="report folder (default: the PR directory)")
     parser.add_argument("--label", default="", help="runner label shown in the report title")
+    parser.add_argument("--every-case", action="store_true",
+                        help="measure the cases of ops whose code is the same at base and head "
+                             "too (by default SAME unmeasured: docs/gate.md)")
     parser.add_argument("--no-run", action="store_true", help="decide the stored run again")
     parser.add_argument("--resume", action="store_true", help="continue a stored run")
     parser.add_argument("--max-rows", type=int, default=60)
@@ -95,7 +107,8 @@ def plan_run(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds)
     main_branch = args.main_branch or (conf.get("branches") or ["main"])[0]
     base, how = asvio.resolve_base(repo, head, args.base, main_branch)
     gpu = gpu_present()
-    cases = select(suite_cases(repo), args.bench or list(th.pr_subset), gpu)
+    every = suite_cases(repo)
+    cases = select(every, args.bench or list(th.pr_subset), gpu)
     if not cases:
         raise GateError("no case matches " + (", ".join(args.bench or th.pr_subset))
                         + ("" if gpu else " among the static figures (no GPU here)"))
@@ -103,7 +116,9 @@ def plan_run(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds)
 
     machine = getattr(args, "machine", None) or machine_tool.describe(None)["machine"]
     return GatePlan(repo, pr_dir, base, head, how, machine, cases,
-                    [Lane(cases=[c["name"] for c in cases])], args.label)
+                    [Lane(cases=[c["name"] for c in cases])], args.label,
+                    ops=sorted({case_op(c) for c in every} - {""}),
+                    every_case=getattr(args, "every_case", False))
 
 
 def measure(plan: GatePlan, th: Thresholds, resume: bool) -> dict[str, Any]:
@@ -111,11 +126,17 @@ def measure(plan: GatePlan, th: Thresholds, resume: bool) -> dict[str, Any]:
     state = plan.state()
     write_state(plan.pr_dir, {**state, "status": "building"})
     started = time.time()
-    run = Run(plan, th, sites_for(plan))
-    try:
-        stopped = run.run()
-    finally:
-        run.retire_workers()
+    sites = sites_for(plan)
+    unchanged = {} if plan.every_case else unchanged_ops(plan, sites)
+    state["unchanged"] = unchanged
+    measured = plan.without_ops(unchanged)
+    stopped = "nothing to measure: every case's code is the same at base and head"
+    if measured.cases:
+        run = Run(measured, th, sites)
+        try:
+            stopped = run.run()
+        finally:
+            run.retire_workers()
     state.update(status="done", stopped=stopped, wall_s=time.time() - started)
     write_state(plan.pr_dir, state)
     return state
@@ -125,10 +146,15 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
            out_dir: Path | None = None) -> list[Verdict]:
     """Verdicts of a stored run: this version's blocks, or an older gate's asv rounds.
     With ``out_dir``, its rounds.md too (report.rounds_markdown)."""
+    unmeasured: list[Verdict] = []
     if state.get("schema") == STATE_SCHEMA:
         rows = BlockLog(pr_dir / "blocks.jsonl").read()
-        cases = case_data(state["cases"], rows)
-        walls = {c["name"]: case_wall_s(rows, c["name"]) for c in state["cases"]}
+        unchanged = state.get("unchanged") or {}
+        planned = [c for c in state["cases"] if case_op(c) not in unchanged]
+        unmeasured = [unchanged_verdict(c, unchanged[case_op(c)], th)
+                      for c in state["cases"] if case_op(c) in unchanged]
+        cases = case_data(planned, rows)
+        walls = {c["name"]: case_wall_s(rows, c["name"]) for c in planned}
     else:
         rounds = sorted(p for p in pr_dir.glob("round-*") if p.is_dir())
         if not rounds:
@@ -137,7 +163,7 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
         cases = asvio.load_asv_rounds(rounds + extra, state["machine"], state["base"],
                                       state["head"], int(state.get("hash_length", 8)))
         walls = {}
-    verdicts = replay(cases, th)
+    verdicts = replay(cases, th) + unmeasured
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "rounds.md").write_text(report.rounds_markdown(
@@ -147,6 +173,16 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
         if not v.decided and walls.get(v.case, 0) >= th.case_wall_s:
             v.reason = f"the case's budget of {th.case_wall_s:.0f} s spent; {v.reason}"
     return finalise(verdicts, f"undecided when the rounds stopped ({stopped})")
+
+
+def unchanged_verdict(case: dict[str, Any], digest: str, th: Thresholds) -> Verdict:
+    """SAME without a block: the case's op runs the same code at base and head."""
+    rule, klass = th.rule_for(case["name"])
+    return Verdict(case["name"], case.get("env", ""), klass.name, verdict="SAME",
+                   decided=True, unit=case.get("unit", "seconds"),
+                   higher_is_better=rule.higher_is_better, unchanged=True,
+                   reason=f"not measured: {case_op(case)}'s code is the same at base and "
+                          f"head (digest {digest})")
 
 
 def read_state(pr_dir: Path) -> dict[str, Any]:
@@ -255,7 +291,8 @@ def plan_of(state: dict[str, Any], repo: Path, pr_dir: Path) -> GatePlan:
         raise GateError(f"{pr_dir}: a run of an older gate cannot be resumed; use --no-run")
     return GatePlan(repo, pr_dir, state["base"], state["head"], state["base_how"],
                     state["machine"], state["cases"],
-                    [Lane(**lane) for lane in state["lanes"]], state.get("label", ""))
+                    [Lane(**lane) for lane in state["lanes"]], state.get("label", ""),
+                    ops=list(state.get("ops", [])), every_case=bool(state.get("every_case")))
 
 
 def fail(out_dir: Path, message: str, code: int, label: str) -> int:

@@ -167,6 +167,7 @@ class Verdict:
     attribution: str = "none"  # none | code | environment
     broke: bool = False
     skipped: bool = False  # skipped on both sides: nothing to compare, not reported
+    unchanged: bool = False  # SAME unmeasured: its op's code is the same at base and head
     candidate: str = ""  # SLOW or FAST before the re-measure by fresh workers
     confirmed: bool | None = None
     higher_is_better: bool = False

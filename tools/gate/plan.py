@@ -6,11 +6,13 @@ folder under the PR folder, so both live at once (tools/gate/measure.py measures
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from collections.abc import Collection
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +43,52 @@ class GatePlan:
     cases: list[dict[str, Any]]  # from benchmarks._suites.gate_cases(), selected
     lanes: list[Lane]
     label: str = ""
+    ops: list[str] = field(default_factory=list)  # every op of the suite (``code_digest``)
+    every_case: bool = False  # measure the cases of unchanged ops too
 
     def state(self) -> dict[str, Any]:
         return {"schema": STATE_SCHEMA, "base": self.base, "head": self.head,
                 "base_how": self.base_how, "machine": self.machine, "cases": self.cases,
-                "lanes": [asdict(lane) for lane in self.lanes], "label": self.label}
+                "lanes": [asdict(lane) for lane in self.lanes], "label": self.label,
+                "ops": self.ops, "every_case": self.every_case}
+
+    def without_ops(self, ops: Collection[str]) -> GatePlan:
+        """This plan less the cases of ``ops``."""
+        kept = [c for c in self.cases if case_op(c) not in ops]
+        names = {c["name"] for c in kept}
+        lanes = [Lane(lane.label, lane.env, [n for n in lane.cases if n in names])
+                 for lane in self.lanes]
+        return replace(self, cases=kept, lanes=[lane for lane in lanes if lane.cases])
+
+
+def case_op(case: dict[str, Any]) -> str:
+    return str(case.get("spec", {}).get("op", ""))
+
+
+def code_digest(site: Path, op: str, ops: Collection[str]) -> str:
+    """What a case of ``op`` runs from its side: every file the side's wheel installed,
+    less the other ops' folders (``kernels/<op>/``) and the wheel's metadata."""
+    others = [site / "kernels" / name for name in ops if name != op]
+    digest = hashlib.sha256()
+    for path in sorted(p for p in site.rglob("*") if p.is_file()):
+        rel = path.relative_to(site)
+        if ("__pycache__" in rel.parts or rel.parts[0].endswith(".dist-info")
+                or any(d in path.parents for d in others)):
+            continue
+        digest.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:20]
+
+
+def unchanged_ops(plan: GatePlan, sites: dict[str, Path]) -> dict[str, str]:
+    """{op: its code's digest} for the planned ops whose code is byte for byte the same at
+    base and head. One instrument (this checkout's suite and harness) measures both sides
+    on one stack, so their cases could differ by noise alone."""
+    out = {}
+    for op in sorted({case_op(c) for c in plan.cases} - {""}):
+        base, head = (code_digest(sites[side], op, plan.ops) for side in SIDES)
+        if base == head:
+            out[op] = base
+    return out
 
 
 def write_state(pr_dir: Path, state: dict[str, Any]) -> None:

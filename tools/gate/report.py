@@ -88,7 +88,10 @@ def _class_note(v: Verdict) -> str:
 def summary_line(verdicts: Sequence[Verdict], code: int) -> str:
     counts = {k: sum(v.verdict == k for v in verdicts) for k in _ORDER}
     broke = sum(v.broke for v in verdicts)
-    parts = [f"{counts['SLOW']} slower", f"{counts['FAST']} faster", f"{counts['SAME']} same",
+    unchanged = sum(v.unchanged for v in verdicts)
+    same = f"{counts['SAME']} same" + (f" ({unchanged} of them not measured: code unchanged)"
+                                       if unchanged else "")
+    parts = [f"{counts['SLOW']} slower", f"{counts['FAST']} faster", same,
              f"{counts['INCONCLUSIVE']} inconclusive"] + ([f"{broke} broken"] if broke else [])
     return f"**{STATUS[code]}** (exit {code}): " + ", ".join(parts) + f" of {len(verdicts)} cases"
 
