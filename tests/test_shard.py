@@ -434,7 +434,7 @@ def test_sharded_gate_names_the_gpu_of_every_case(clone: dict) -> None:
     subprocess.run(["git", "checkout", "-q", "main"], cwd=repo, check=True)
     out = clone["root"] / "gate-out"
     proc = _shard(clone, "gate", "--head", "docs-only", "-b", "GemmRegisters",
-                  "--out", str(out), "--label", "e2e")
+                  "--out", str(out), "--label", "e2e", "--every-case")
     log = proc.stdout + proc.stderr
     report = json.loads((out / "gate.json").read_text())
     assert proc.returncode == 0, log
@@ -445,7 +445,7 @@ def test_sharded_gate_names_the_gpu_of_every_case(clone: dict) -> None:
              for label, entry in zip(sorted(labels), FAKE.split(","), strict=True)}
     assert report["cases"], log
     for case in report["cases"]:
-        assert case["verdict"] == "SAME", case
+        assert case["verdict"] == "SAME" and not case["unchanged"], case  # measured
         assert case["case"] in labels[case["gpu"]]["cases"]
         assert uuids[case["gpu"]] == shard.owner(case["case"], uuids.values()), case
     text = (out / "gate.md").read_text()
