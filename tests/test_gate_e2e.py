@@ -283,6 +283,8 @@ def test_a_commit_that_leaves_an_ops_code_alone_is_same_unmeasured(toy: dict) ->
     assert "2 same (2 of them not measured: code unchanged)" in \
         (toy["root"] / "out-untouched" / "gate.md").read_text()
     assert code == 0, log
+    again, second, log = _gate(toy, "unchanged", "untouched", extra=("--no-run",))
+    assert again == 0 and _case(second, "ToyTime")["unchanged"] is True, log
     # a change of the toy's code is measured, though the README did not change
     code, report, log = _gate(toy, "regressed", "regressed-digest", extra=("--max-rows", "5"))
     assert _case(report, "ToyTime")["unchanged"] is False and code == 1, log

@@ -129,6 +129,7 @@ def measure(plan: GatePlan, th: Thresholds, resume: bool) -> dict[str, Any]:
     sites = sites_for(plan)
     unchanged = {} if plan.every_case else unchanged_ops(plan, sites)
     state["unchanged"] = unchanged
+    write_state(plan.pr_dir, {**state, "status": "measuring"})  # --no-run after a cut
     measured = plan.without_ops(unchanged)
     stopped = "nothing to measure: every case's code is the same at base and head"
     if measured.cases:
