@@ -92,8 +92,8 @@ class Plan:
     # A trial's worth of reps that ends with fewer reps still queued than this gets a hold
     # in every rep. The host either keeps ahead, up to the driver's queue (200-256 reps
     # on an H200), or falls behind (about one): of 77 measurements by events without a
-    # hold, none ended a trial fewer than 79 reps ahead (2026-12-02, docs/perf.md "A
-    # hold given where none was needed"). 0 turns holds off.
+    # hold on an H200, none ended a trial fewer than 79 reps ahead (2026-12-02,
+    # docs/perf.md "A hold given where none was needed"). 0 turns holds off.
     host_ahead_reps: float = 8.0
     host_margin: float = 1.5  # a hold: this times the host's time to queue a rep
     max_rep_hold_s: float = 2e-3
