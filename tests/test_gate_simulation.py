@@ -30,8 +30,9 @@ def test_false_alarms_stay_below_alpha_under_optional_stopping(th) -> None:
     # a false alarm; 60 runs allow a few by chance (P(X > 3 | p = 0.01) < 0.4%)
     aa = rates(GATES, *suite(8, 8), th, seed=1)
     assert aa["false_alarm"] <= 3 / GATES, aa
-    # and decisive (docs/gate.md has the committed design's rates: 96-100% SAME per class)
-    assert aa["same_compute"] > 0.6 and aa["same_bandwidth"] > 0.8, aa
+    # and decisive (docs/gate.md has the committed design's rates: 98% / 81% / 99% SAME,
+    # compute / bandwidth / decode, the bandwidth class with the offsets of 2026-12-02's A/A)
+    assert aa["same_compute"] > 0.6 and aa["same_bandwidth"] > 0.65, aa
     changed = rates(GATES // 2, *suite(8, 8, 0.03, 0.01), th, seed=2)
     assert changed["false_alarm"] <= 2 / (GATES // 2), changed
     assert changed["slow"] >= 0.6, changed
@@ -54,3 +55,12 @@ def test_without_the_spending_and_the_correction_the_bound_breaks(monkeypatch) -
     monkeypatch.setattr(model.stats, "adjust", lambda p, method: list(p))
     broken = rates(40, *suite(8, 8), th, seed=3)
     assert broken["false_alarm"] > 0.08, broken
+
+
+def test_a_threshold_can_be_replaced_for_a_simulation_and_a_wrong_key_is_named() -> None:
+    th = simulate.with_settings(REPO / "thresholds.json",
+                                ["classes.bandwidth.min_ratio=0.0075", "sequential.max_rounds=10"])
+    assert th.classes["bandwidth"].min_ratio == 0.0075
+    assert th.sequential.max_rounds == 10
+    with pytest.raises(SystemExit, match=r"no key .classes\.bandwith\.min_ratio."):
+        simulate.with_settings(REPO / "thresholds.json", ["classes.bandwith.min_ratio=0.01"])

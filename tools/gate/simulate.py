@@ -19,6 +19,7 @@ run that changes nothing calls a false SLOW or FAST in at most ``alpha`` of runs
 from __future__ import annotations
 
 import argparse
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -55,9 +56,12 @@ class Noise:
 # scattered 0.14% inside a worker and its workers sat 0.13% apart. The decode16 GEMMs
 # (TileLang, Triton): in the gates' A/As their rounds, a new pair each, scattered 0.8-0.9%
 # (pooled sd, disturbed rounds left out; docs/perf.md "Late night"): 0.35% a block and
-# 0.55% a worker give 0.92%.
+# 0.55% a worker give 0.92%. The bandwidth workers' 0.2%: in the gate's A/A of 2026-12-02
+# (docs/perf.md "Early afternoon") the 8 bandwidth cases' rounds, a new pair each,
+# scattered 0.36% (pooled sd, 39 degrees of freedom); 0.15% a block and 0.12% a worker
+# gave 0.27%, 0.2% a worker gives 0.35%.
 H200 = {"compute": Noise(block=0.0045, drift=0.02, worker=0.003, df=4.0),
-        "bandwidth": Noise(block=0.0015, drift=0.002, worker=0.0012, df=4.0),
+        "bandwidth": Noise(block=0.0015, drift=0.002, worker=0.002, df=4.0),
         "decode": Noise(block=0.0035, drift=0.002, worker=0.0055, df=4.0)}
 
 
@@ -170,13 +174,47 @@ def rates(gates: int, effects: Mapping[str, float], noises: Mapping[str, Noise],
     return out
 
 
+def with_settings(path: Path, settings: list[str]) -> Thresholds:
+    """The thresholds of ``path`` with each ``a.b.c=value`` (a JSON value) replaced."""
+    raw = json.loads(path.read_text())
+    for setting in settings:
+        key, sep, value = setting.partition("=")
+        *parents, leaf = key.split(".")
+        node = raw
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if not sep or not isinstance(node, dict) or leaf not in node:
+            raise SystemExit(f"--set {setting!r}: no key {key!r} in {path}")
+        node[leaf] = json.loads(value)
+    return Thresholds.from_dict(raw, path)
+
+
+def bandwidth_table(gates: int, th: Thresholds) -> None:
+    """8 bandwidth cases alone: how often unchanged ones are SAME and changed ones SLOW."""
+    print("| suite (8 bandwidth cases) | unchanged SAME | changed SLOW | false SLOW/FAST | "
+          "rounds (median) |\n|---|---|---|---|---|")
+    for label, effect in (("A/A", 0.0), ("+1% on 1", 0.01), ("+0.75% on 1", 0.0075)):
+        r = rates(gates, *suite(0, 8, bandwidth_effect=effect), th)
+        slow = f"{r['slow_bandwidth']:.0%}" if effect else "—"
+        print(f"| {label} | {r['same_bandwidth']:.0%} | {slow} | {r['false_alarm']:.1%} | "
+              f"{r['median_rounds']:.0f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.gate.simulate",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--gates", type=int, default=400)
     parser.add_argument("--thresholds", type=Path, default=REPO / "thresholds.json")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=JSON",
+                        help="replace one threshold, e.g. classes.bandwidth.min_ratio=0.0075 "
+                        "or sequential.max_rounds=10 (repeatable)")
+    parser.add_argument("--bandwidth", action="store_true",
+                        help="8 bandwidth cases alone (docs/gate.md, the bandwidth class)")
     args = parser.parse_args(argv)
-    th = Thresholds.load(args.thresholds)
+    th = with_settings(args.thresholds, args.set)
+    if args.bandwidth:
+        bandwidth_table(args.gates, th)
+        return 0
     print("| suite (6 compute, 8 bandwidth, 2 decode cases: the PR subset) | runs with any "
           "false SLOW/FAST | unchanged SAME: compute / bandwidth / decode | +3% compute SLOW | "
           "+1% bandwidth SLOW | rounds (median) |\n|---|---|---|---|---|---|")
