@@ -130,6 +130,11 @@ class Measurement:
     # as it is for a host far ahead, the host waits for the GPU and this reads its pace)
     host_rep_s: float | None = None
     rep_hold_s: float = 0.0  # the hold before each rep's start event (0: none; module doc)
+    # Events mode over several input sets (or placed copies): each set's median over the
+    # trials' reps, in set order. A kernel whose time depends on where its inputs lie
+    # shows it here while a trial's median hides it (docs/perf.md, "Early afternoon of
+    # 2026-12-02": a decode GEMM read 88 to ~101 us by placement).
+    input_set_medians_s: list[float] = field(default_factory=list)
     # Each warm-up trial: end (s after the warm-up began), median seconds per call, SM
     # clock and board power. What settling took, case by case, from whole-suite runs.
     warmup_trace: list[dict[str, float | None]] = field(default_factory=list)
@@ -158,6 +163,7 @@ class _Runner:
         self.host_rep_s: float | None = None  # host seconds to queue a rep, last time_reps
         self.gpu_rep_s: float | None = None  # device seconds of a rep, flush included
         self.rep_hold_s = 0.0
+        self.last_sets: list[int] = []  # events mode: each rep's input set, last time_reps
 
     def _call(self) -> None:
         self.calls[self._next % len(self.calls)]()
@@ -228,8 +234,10 @@ class _Runner:
         pairs = [(dev.event(), dev.event()) for _ in range(reps)]
         if lead_hold or not flush:
             dev.hold(self.plan.lead_hold_s)
-        host_s = []
+        host_s, self.last_sets = [], []
         for start, end in pairs:
+            if self._replay is None:
+                self.last_sets.append(self._next % len(self.calls))
             began = time.perf_counter()
             if flush:
                 dev.flush_l2()
@@ -295,11 +303,14 @@ def measure(
         warm = _warm_up(runner, reps, plan, sampler, clock, began)
         trials = plan.trials_at_cap if warm.at_cap and plan.trials_at_cap else plan.trials
         samples, windows, spans, queued = [], [], [], []
+        by_set: dict[int, list[float]] = {}
         for _ in range(trials):
             t0 = clock()
             times = runner.time_reps(reps)
             t1 = clock()
             samples.append(statistics.median(times))
+            for input_set, seconds in zip(runner.last_sets, times, strict=False):
+                by_set.setdefault(input_set, []).append(seconds)
             queued.append(runner.reps_queued)
             windows.append(sampler.window(t0, t1))
             spans.append(t1 - t0)
@@ -338,6 +349,8 @@ def measure(
         energy_per_call_j=energy_per_call,
         energy_burst=burst,
         reps_queued=queued,
+        input_set_medians_s=([statistics.median(by_set[i]) for i in sorted(by_set)]
+                             if len(by_set) > 1 else []),
         host_rep_s=host_rep_s,
         rep_hold_s=runner.rep_hold_s,
         warmup_trace=warm.trace,

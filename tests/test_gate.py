@@ -656,6 +656,25 @@ def test_a_block_keeps_how_far_the_host_was_ahead_in_each_trial() -> None:
     assert block_of(result, "head", 1, False).reps_queued == []
 
 
+def test_a_block_keeps_each_placed_copys_median_through_its_log(tmp_path: Path) -> None:
+    from tools.gate.blocks import BlockLog, block_of, case_data
+
+    windows = [{"sm_clock_mhz_median": 1980.0, "power_w_mean": 510.0, "power_limit_w": 700.0,
+                "throttle_bits_or": 0}] * 3
+    copies_s = [88.4e-6, 101.5e-6, 88.3e-6, 101.6e-6]
+    result = {"samples": [95.2e-6, 99.6e-6, 95.2e-6], "measurement": {
+        "windows": windows, "telemetry_backend": "nvml", "input_set_medians_s": copies_s}}
+    block = block_of(result, "base", 2, False)
+    assert block.input_set_medians_s == copies_s
+    log = BlockLog(tmp_path / "blocks.jsonl")
+    case = {"name": "bench_gemm.GemmTime.track_time('d16', 'fp16', 'tilelang')"}
+    log.append(case, block, {})
+    (data,) = case_data([case], log.read())
+    assert data.blocks[0].input_set_medians_s == copies_s
+    del result["measurement"]["input_set_medians_s"]  # a worker of before: unknown
+    assert block_of(result, "base", 2, False).input_set_medians_s == []
+
+
 def test_a_run_cut_off_measures_no_block_more(tmp_path: Path, th) -> None:
     """SIGTERM or Ctrl-C in the middle of a round: the block being measured ends, and no
     other is started (after a device call's SIGTERM an H200 gate measured the rest of its

@@ -192,6 +192,22 @@ def test_rotating_inputs_are_all_used():
     assert max(k.calls for k in kernels) - min(k.calls for k in kernels) <= 1
 
 
+def test_each_input_set_keeps_its_own_median_where_the_trials_median_mixes_them():
+    # inputs whose places make the kernel 88 or 101 us (an H200's decode GEMM, perf.md):
+    # a trial's median falls on one level or the other, each set's median keeps its own
+    gpu = FakeGpu()
+    levels_s = (88e-6, 101e-6, 101e-6, 88e-6)
+    kernels = [FakeKernel(gpu, cycles=1500e6 * s) for s in levels_s]
+    m = measure(kernels, gpu, Plan(**FAST))
+    assert m.input_set_medians_s == pytest.approx(list(levels_s), rel=1e-6)
+    assert m.as_record()["input_set_medians_s"] == m.input_set_medians_s
+    one = measure([FakeKernel(gpu, cycles=1500e6 * 88e-6)], gpu, Plan(**FAST))
+    assert one.input_set_medians_s == []  # one set: the samples say it all
+    graph = measure([FakeKernel(gpu, cycles=1500e6 * 2e-6)] * 2, gpu,
+                    Plan(**FAST, flush_l2=False))
+    assert graph.mode == "graph" and graph.input_set_medians_s == []  # a replay mixes sets
+
+
 def test_each_sample_is_its_trials_median_not_its_mean():
     # every 8th call stalls 10x (an interrupt, a neighbour's burst): one or two per trial of
     # ten reps. The median of a trial is the kernel's time; a mean would be 1.4-2.8x off.

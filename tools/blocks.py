@@ -33,6 +33,7 @@ def block_summary(result: dict[str, Any]) -> dict[str, Any]:
             "warmup_s": m["warmup_s"], "warmup_trials": m["warmup_trials"],
             "settled": m["settled"], "windows": m["windows"], "pid": result["pid"],
             "reps_queued": m.get("reps_queued", []),
+            "input_set_medians_s": m.get("input_set_medians_s", []),
             "energy_per_call_j": result["energy_per_call_j"], "t": result["measured_at"]}
 
 

@@ -81,7 +81,8 @@ def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool,
                  throttle_bits=or_bits(w.get("throttle_bits_or") for w in windows),
                  backend=m["telemetry_backend"], confirm=confirm, generation=generation,
                  warmup_s=m.get("warmup_s"), at_cap=m.get("at_cap"),
-                 reps_queued=list(m.get("reps_queued", [])))
+                 reps_queued=list(m.get("reps_queued", [])),
+                 input_set_medians_s=list(m.get("input_set_medians_s", [])))
 
 
 def failed_block(side: str, round_: int, err: Exception, confirm: bool = False,

@@ -50,6 +50,7 @@ class Block:
     at_cap: bool | None = None  # its warm-up ended at the power cap (so it took trials_at_cap)
     retry: int = 0  # 1: its round was measured again, a block of the first try disturbed
     reps_queued: list[float | None] = field(default_factory=list)  # per trial: harness/timing.py
+    input_set_medians_s: list[float] = field(default_factory=list)  # per placed copy: timing.py
 
     def spread(self) -> float:
         """How far its trials disagree: their standard deviation over their mean."""
