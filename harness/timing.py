@@ -234,10 +234,8 @@ class _Runner:
         pairs = [(dev.event(), dev.event()) for _ in range(reps)]
         if lead_hold or not flush:
             dev.hold(self.plan.lead_hold_s)
-        host_s, self.last_sets = [], []
+        first_call, host_s = self._next, []
         for start, end in pairs:
-            if self._replay is None:
-                self.last_sets.append(self._next % len(self.calls))
             began = time.perf_counter()
             if flush:
                 dev.flush_l2()
@@ -253,6 +251,8 @@ class _Runner:
         span_s = pairs[0][0].elapsed_time(pairs[-1][1]) * 1e-3
         self.reps_queued, self.last_reps = reps_queued(drained_s, span_s, reps), reps
         self.host_rep_s, self.gpu_rep_s = statistics.median(host_s), span_s / reps
+        self.last_sets = ([] if self._replay is not None else  # a replay mixes the sets
+                          [(first_call + i) % len(self.calls) for i in range(reps)])
         per = self.calls_per_rep
         return [s.elapsed_time(e) * 1e-3 / per for s, e in pairs]
 
