@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import METHOD_VERSION, record, static
+from harness import METHOD_VERSION, codeobj, hip, record, static
 
 from ._case import MEASURE_TIMEOUT_S, PREPARE_TIMEOUT_S, case_op, worker_client
 
@@ -241,7 +241,8 @@ def compile_record_root() -> Path:
 
 def kernel_source_digest(op_name: str, root: Path | None = None) -> str:
     """What an op's generated code depends on: its folder and the shared ``kernels/*.py``
-    of the installed package, the compilers' versions, nvcc, and harness/static.py."""
+    of the installed package, the compilers' versions, nvcc, the gfx942 toolchain that
+    compiles TileLang's HIP source (``harness.hip``) and the static figures' readers."""
     import hashlib
     import shutil
 
@@ -251,7 +252,9 @@ def kernel_source_digest(op_name: str, root: Path | None = None) -> str:
     _hash_versions(digest, ("triton", "tilelang", "apache-tvm-ffi"))
     nvcc = shutil.which("nvcc")
     digest.update(f"nvcc={nvcc}@{os.stat(nvcc).st_mtime_ns if nvcc else 0}".encode())
-    digest.update(Path(static.__file__).read_bytes())
+    digest.update(hip.toolchain_identity().encode())
+    for reader in (static, hip, codeobj):
+        digest.update(Path(reader.__file__).read_bytes())
     return digest.hexdigest()[:20]
 
 
@@ -308,7 +311,14 @@ def static_figures(op_name: str, case: str, dtype: str, backend: str, target: st
     if be.aot is None:
         raise NotImplementedError(f"{op_name}/{backend} has no ahead-of-time compile path")
     tgt = get_target(target)
-    return keep_static_figures(key, be.aot(op.case(case), dtype, tgt), tgt.vendor)
+    return keep_static_figures(key, device_artifacts(be, op.case(case), dtype, tgt), tgt.vendor)
+
+
+def device_artifacts(be: Any, case_def: Any, dtype: str, target: Any) -> dict[str, Any]:
+    """A backend's ahead-of-time artifacts for a target down to a device binary: TileLang's
+    gfx942 HIP source is compiled to a code object here, by the toolchain the run names
+    (``harness.hip``), as hipcc would on a ROCm machine."""
+    return hip.with_code_object(be.aot(case_def, dtype, target), target.vendor, target.arch)
 
 
 def keep_static_figures(key: dict[str, str], artifacts: dict[str, Any],
@@ -343,11 +353,38 @@ class _StaticFigure:
         return self.value
 
 
+def codegen_record_root() -> Path:
+    """Where the code-size suites keep every static figure of a kernel (the codegen page
+    reads them): beside the compile records, not among the device-timed records."""
+    return record.record_root().parent / "codegen-records"
+
+
+class _Codegen(_StaticFigure):
+    """Code size, and a record of every static figure of the kernel (registers, spills,
+    LDS, occupancy and its limit, the instruction mix) for the site's codegen page, named
+    by the gfx942 toolchain that compiled it."""
+
+    figure = "code_bytes"
+    unit = "bytes"
+
+    def setup(self, target: str, dtype: str, backend: str) -> None:
+        result = static_figures(self.op, self.case, dtype, backend, target)
+        params = dict(zip(self.param_names, (target, dtype, backend), strict=True))
+        record.write_record(_bench_name(self, "track_value"), params, {
+            "kind": "codegen", "op": self.op, "case": self.case,
+            "toolchain": hip.toolchain_name() if target == "gfx942" else None,
+            "figures": result["figures"], "config": result["config"],
+            "recorded_at": time.time()}, codegen_record_root())
+        super().setup(target, dtype, backend)
+
+
 class _CompileTime:
     """Cold-cache compile time for a target, in a process whose compiler is already loaded.
 
-    TileLang gfx942 stops at HIP source (no hipcc here); every other pair is a full
-    compile to a device binary (Triton: hsaco / cubin; TileLang sm_90a: nvcc to cubin).
+    Every pair is a full compile to a device binary: Triton to a hsaco or cubin, TileLang
+    sm_90a with nvcc to a cubin, TileLang gfx942 to HIP source and on to a code object by
+    the run's gfx942 toolchain (``harness.hip``, hipcc's stand-in), so the two languages'
+    times compare like with like.
     """
 
     op: str = ""
@@ -406,7 +443,7 @@ class _CompileTime:
             os.environ["TRITON_CACHE_DIR"] = os.environ["TILELANG_CACHE_DIR"] = cache
             try:
                 start = time.perf_counter()  # a host timer is right here: compiling is host work
-                artifacts = be.aot(case_def, dtype, self.target)
+                artifacts = device_artifacts(be, case_def, dtype, self.target)
                 return time.perf_counter() - start, artifacts
             finally:
                 for k, v in saved.items():
@@ -452,8 +489,8 @@ def cpu_suites(prefix: str, op: str, case: str, module: str,
     """The suites that need no GPU, for one representative case of an op.
 
     Returns ``<prefix>Registers, <prefix>Scratch, <prefix>SharedMem, <prefix>Occupancy,
-    <prefix>Compile``; assign them to those names in the bench module, so asv finds each
-    under the name it was given.
+    <prefix>CodeSize, <prefix>Compile``; assign them to those names in the bench module, so
+    asv finds each under the name it was given.
     """
     params = (["gfx942", "sm_90a"], list(dtypes), ["tilelang", "triton"])
     made: list[type] = []
@@ -461,6 +498,8 @@ def cpu_suites(prefix: str, op: str, case: str, module: str,
         made.append(type(f"{prefix}{suffix}", (_StaticFigure,), {
             "op": op, "case": case, "figure": figure, "unit": unit, "params": params,
             "__module__": module}))
+    made.append(type(f"{prefix}CodeSize", (_Codegen,), {
+        "op": op, "case": case, "params": params, "__module__": module}))
     made.append(type(f"{prefix}Compile", (_CompileTime,), {
         "op": op, "case": case, "params": params, "__module__": module}))
     return tuple(made)

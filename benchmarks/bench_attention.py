@@ -16,5 +16,5 @@ class AttentionTime(_TimeSuite):
 
 AttentionEnergy = energy_suite(AttentionTime)
 
-(AttentionRegisters, AttentionScratch, AttentionSharedMem, AttentionOccupancy,
+(AttentionRegisters, AttentionScratch, AttentionSharedMem, AttentionOccupancy, AttentionCodeSize,
  AttentionCompile) = cpu_suites("Attention", "attention", "llama3-8b.prefill-4k", __name__)

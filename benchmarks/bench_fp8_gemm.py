@@ -15,6 +15,6 @@ class Fp8GemmTime(_TimeSuite):
 
 Fp8GemmEnergy = energy_suite(Fp8GemmTime)
 
-(Fp8GemmRegisters, Fp8GemmScratch, Fp8GemmSharedMem, Fp8GemmOccupancy,
+(Fp8GemmRegisters, Fp8GemmScratch, Fp8GemmSharedMem, Fp8GemmOccupancy, Fp8GemmCodeSize,
  Fp8GemmCompile) = cpu_suites("Fp8Gemm", "fp8_gemm", "llama3-70b.qkv_proj", __name__,
                               dtypes=("fp8e4m3",))

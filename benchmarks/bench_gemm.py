@@ -16,5 +16,5 @@ class GemmTime(_TimeSuite):
 
 GemmEnergy = energy_suite(GemmTime)
 
-(GemmRegisters, GemmScratch, GemmSharedMem, GemmOccupancy,
+(GemmRegisters, GemmScratch, GemmSharedMem, GemmOccupancy, GemmCodeSize,
  GemmCompile) = cpu_suites("Gemm", "gemm", "square-4096", __name__)

@@ -14,5 +14,5 @@ class LayernormTime(_TimeSuite):
 
 LayernormEnergy = energy_suite(LayernormTime)
 
-(LayernormRegisters, LayernormScratch, LayernormSharedMem, LayernormOccupancy,
+(LayernormRegisters, LayernormScratch, LayernormSharedMem, LayernormOccupancy, LayernormCodeSize,
  LayernormCompile) = cpu_suites("Layernorm", "layernorm", "falcon-40b.hidden", __name__)

@@ -14,5 +14,5 @@ class RmsnormTime(_TimeSuite):
 
 RmsnormEnergy = energy_suite(RmsnormTime)
 
-(RmsnormRegisters, RmsnormScratch, RmsnormSharedMem, RmsnormOccupancy,
+(RmsnormRegisters, RmsnormScratch, RmsnormSharedMem, RmsnormOccupancy, RmsnormCodeSize,
  RmsnormCompile) = cpu_suites("Rmsnorm", "rmsnorm", "llama3-8b.hidden", __name__)

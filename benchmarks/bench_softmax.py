@@ -15,5 +15,5 @@ class SoftmaxTime(_TimeSuite):
 
 SoftmaxEnergy = energy_suite(SoftmaxTime)
 
-(SoftmaxRegisters, SoftmaxScratch, SoftmaxSharedMem, SoftmaxOccupancy,
+(SoftmaxRegisters, SoftmaxScratch, SoftmaxSharedMem, SoftmaxOccupancy, SoftmaxCodeSize,
  SoftmaxCompile) = cpu_suites("Softmax", "softmax", "llama3-8b.logits-4k", __name__)

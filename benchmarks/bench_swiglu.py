@@ -14,5 +14,5 @@ class SwigluTime(_TimeSuite):
 
 SwigluEnergy = energy_suite(SwigluTime)
 
-(SwigluRegisters, SwigluScratch, SwigluSharedMem, SwigluOccupancy,
+(SwigluRegisters, SwigluScratch, SwigluSharedMem, SwigluOccupancy, SwigluCodeSize,
  SwigluCompile) = cpu_suites("Swiglu", "swiglu", "llama3-8b.mlp", __name__)

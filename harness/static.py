@@ -1,8 +1,10 @@
 """Static figures of generated device code: registers, scratch, LDS/shared bytes, occupancy.
 
 Inputs are the artifacts a kernel's ``aot`` produced for a target that need not be
-present: AMDGCN assembly text (Triton for gfx942), a cubin (Triton or TileLang for
-sm_90a), or device source (TileLang's HIP path, which ends at source without hipcc).
+present: a gfx942 code object (``hsaco``: Triton's own, or TileLang's HIP source compiled
+by ``harness.hip``; read by ``harness.codeobj`` the same way for both), AMDGCN assembly
+text (Triton for gfx942: LLVM's own register and occupancy comments), a cubin (Triton or
+TileLang for sm_90a), or device source.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ def parse_amdgcn(text: str) -> dict[str, int]:
     """Read the register/occupancy comments LLVM's AMDGPU backend writes into the assembly."""
     figures = {
         "registers": _amdgcn_int(text, "TotalNumVgprs") or _amdgcn_int(text, "NumVgprs"),
-        "sgprs": _amdgcn_int(text, "NumSgprs"),
+        # LLVM 19 prints NumSgprs; LLVM 20 and later (Triton 3.7's) TotalNumSgprs
+        "sgprs": _amdgcn_int(text, "TotalNumSgprs") or _amdgcn_int(text, "NumSgprs"),
         "scratch_bytes": _amdgcn_int(text, "ScratchSize"),
         "occupancy": _amdgcn_int(text, "Occupancy"),
         "vgpr_spills": _amdgcn_meta(text, "vgpr_spill_count"),
@@ -90,15 +93,22 @@ def parse_cubin(cubin: bytes) -> dict[str, int]:
     return parse_resource_usage(out)
 
 
-def nvidia_occupancy(registers: int, threads: int, shared_bytes: int) -> float:
-    """Resident warps per SM sub-partition (max 16 on Hopper), from the occupancy limits."""
+def nvidia_occupancy(registers: int, threads: int, shared_bytes: int) -> tuple[float, str]:
+    """(resident warps per SM sub-partition, max 16 on Hopper; what limits it): the least
+    of what the registers, the shared memory, the warp slots and the block slots allow."""
     warps = math.ceil(threads / 32)
     regs_per_warp = math.ceil(registers * 32 / 256) * 256  # allocated in 256-register units
-    by_regs = NV_REGS_PER_SM // (regs_per_warp * warps) if registers else NV_MAX_BLOCKS_PER_SM
-    by_shared = NV_SHARED_PER_SM // (shared_bytes + 1024) if shared_bytes else NV_MAX_BLOCKS_PER_SM
-    by_warps = NV_WARPS_PER_SM // warps
-    blocks = min(by_regs, by_shared, by_warps, NV_MAX_BLOCKS_PER_SM)
-    return blocks * warps / NV_SCHEDULERS_PER_SM
+    blocks_by = {
+        "registers": NV_REGS_PER_SM // (regs_per_warp * warps) if registers
+        else NV_MAX_BLOCKS_PER_SM,
+        "shared": NV_SHARED_PER_SM // (shared_bytes + 1024) if shared_bytes
+        else NV_MAX_BLOCKS_PER_SM,
+        "warps": NV_WARPS_PER_SM // warps,
+        "blocks": NV_MAX_BLOCKS_PER_SM,
+    }
+    blocks = min(blocks_by.values())
+    limit = "+".join(name for name, value in blocks_by.items() if value == blocks)
+    return blocks * warps / NV_SCHEDULERS_PER_SM, limit
 
 
 def figures(artifacts: dict[str, Any], vendor: str) -> dict[str, float]:
@@ -107,14 +117,25 @@ def figures(artifacts: dict[str, Any], vendor: str) -> dict[str, float]:
     shared = artifacts.get("shared_bytes")
     if "amdgcn" in artifacts:
         out.update(parse_amdgcn(artifacts["amdgcn"]))
+    if "hsaco" in artifacts:
+        from harness import codeobj
+
+        if "occupancy" in out:  # LLVM's, which sees only static LDS
+            out["occupancy_llvm"] = out.pop("occupancy")
+        out.update(codeobj.figures(artifacts["hsaco"], dynamic_lds_bytes=shared or 0))
+        return _with_source(out, artifacts)
     if "cubin" in artifacts:
         out.update(parse_cubin(artifacts["cubin"]))
         shared_total = (shared or 0) + out.get("static_shared_bytes", 0)
         if "threads" in artifacts:
-            out["occupancy"] = nvidia_occupancy(out["registers"], artifacts["threads"],
-                                                shared_total)
+            out["occupancy"], out["occupancy_limit"] = nvidia_occupancy(
+                out["registers"], artifacts["threads"], shared_total)
     if shared is not None:
         out["shared_bytes"] = shared + out.get("static_shared_bytes", 0)
+    return _with_source(out, artifacts)
+
+
+def _with_source(out: dict[str, float], artifacts: dict[str, Any]) -> dict[str, float]:
     if "source" in artifacts:
         out["source_bytes"] = len(artifacts["source"])
     return out

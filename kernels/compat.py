@@ -256,7 +256,7 @@ def triton_dtype(dtype: str) -> str:
 def triton_artifacts(compiled) -> dict[str, Any]:
     """The parts of a Triton ``CompiledKernel`` the harness reads static figures from."""
     out: dict[str, Any] = {"shared_bytes": int(getattr(compiled.metadata, "shared", 0) or 0)}
-    for key in ("amdgcn", "cubin", "ptx"):
+    for key in ("amdgcn", "hsaco", "cubin", "ptx"):
         if key in compiled.asm:
             out[key] = compiled.asm[key]
     return out
@@ -277,8 +277,17 @@ def _forget_compiled_kernels() -> None:
             instance._memory_cache.clear()
 
 
+def tilelang_include_dirs() -> list[str]:
+    """The folders TileLang's generated source includes from (its ``tl_templates``), as
+    TileLang's own HIP build passes them to hipcc."""
+    from tilelang import env
+
+    return [str(env.TILELANG_TEMPLATE_PATH)]
+
+
 def tilelang_artifacts(prim_func, target: Target) -> dict[str, Any]:
-    """AMD: device source and shared bytes (the HIP path ends at source without hipcc).
+    """AMD: device source, shared bytes and the include folders the source needs (hipcc
+    is not here: the harness compiles the source to a code object, as hipcc would).
     NVIDIA: one full cold compile with nvcc, giving the cubin as well.
 
     The cubin is taken from a fresh TileLang cache directory, so the compile is cold and
@@ -289,7 +298,7 @@ def tilelang_artifacts(prim_func, target: Target) -> dict[str, Any]:
 
     if target.vendor == "amd":
         source, attrs = tilelang_lower_source(prim_func, target)
-        return {"source": source, **attrs}
+        return {"source": source, "include_dirs": tilelang_include_dirs(), **attrs}
     previous = os.environ.get("TILELANG_CACHE_DIR")
     with tempfile.TemporaryDirectory(prefix="tl-aot-") as cache:
         os.environ["TILELANG_CACHE_DIR"] = cache
@@ -329,7 +338,8 @@ def tilelang_entry_points(prim_func, default_config):
         return Build(fn=tilelang_compile(prim_func(case, dtype, cfg, target)), config=asdict(cfg))
 
     def aot(case, dtype: str, target: Target, **overrides: Any) -> dict[str, Any]:
-        """gfx942: HIP source only (no hipcc here); sm_90a: a full nvcc compile to a cubin."""
+        """gfx942: HIP source (compiled to a code object by the harness); sm_90a: a full
+        nvcc compile to a cubin."""
         cfg = replace(default_config(case, target, dtype), **overrides)
         return tilelang_artifacts(prim_func(case, dtype, cfg, target), target) | {
             "config": asdict(cfg)}
