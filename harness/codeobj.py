@@ -26,7 +26,7 @@ VGPR_GRANULE = 8
 SGPRS_PER_SIMD = 800
 SGPR_GRANULE = 16
 LDS_PER_CU = 64 * 1024
-MAX_WORKGROUPS_PER_CU = 16
+MAX_BARRIERS_PER_CU = 16  # work-groups of more than one wave each hold a barrier
 
 _METADATA_KEYS = ("name", "vgpr_count", "agpr_count", "sgpr_count", "vgpr_spill_count",
                   "sgpr_spill_count", "group_segment_fixed_size", "private_segment_fixed_size",
@@ -122,18 +122,28 @@ def _align(value: int, granule: int) -> int:
 
 def occupancy(vgprs: int, sgprs: int, lds_bytes: int, threads: int) -> tuple[int, str]:
     """(waves per SIMD, what limits it): the least of what the VGPRs, the SGPRs, the LDS
-    (static + dynamic, per work-group) and the wave slots allow; ties name each limit."""
+    (static + dynamic, per work-group), the work-group slots and the wave slots allow;
+    ties name each limit."""
     waves_per_group = math.ceil(threads / WAVE_SIZE)
-    groups_by_lds = LDS_PER_CU // lds_bytes if lds_bytes else MAX_WORKGROUPS_PER_CU
+    max_waves_per_cu = MAX_WAVES_PER_SIMD * SIMDS_PER_CU
+    group_slots = max_waves_per_cu if waves_per_group == 1 else \
+        min(max_waves_per_cu // waves_per_group, MAX_BARRIERS_PER_CU)
+
+    def per_simd(groups: int) -> int:
+        return math.ceil(groups * waves_per_group / SIMDS_PER_CU)
+
     limits = {
         "VGPRs": VGPRS_PER_SIMD_LANE // _align(vgprs, VGPR_GRANULE),
         "SGPRs": SGPRS_PER_SIMD // _align(sgprs, SGPR_GRANULE),
-        "LDS": math.ceil(min(groups_by_lds, MAX_WORKGROUPS_PER_CU) * waves_per_group
-                         / SIMDS_PER_CU),
+        "LDS": per_simd(LDS_PER_CU // lds_bytes) if lds_bytes else MAX_WAVES_PER_SIMD,
+        "work-groups": per_simd(group_slots),
         "waves": MAX_WAVES_PER_SIMD,
     }
-    waves = max(0, min(limits.values()))
-    return waves, "+".join(name for name, value in limits.items() if value == waves)
+    waves = min(limits.values())
+    # a resource that allows the full wave slots is not a limit of its own: "waves" says it
+    binding = [name for name, value in limits.items()
+               if value == waves and (value < MAX_WAVES_PER_SIMD or name == "waves")]
+    return waves, "+".join(binding)
 
 
 def main_kernel(kernels: list[dict[str, int | str]]) -> dict[str, int | str]:

