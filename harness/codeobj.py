@@ -98,8 +98,9 @@ def _memory_class(mnemonic: str) -> str | None:
 
 
 def instruction_mix(disassembly: str) -> dict[str, int]:
-    """Static counts over the code: matrix-core (MFMA) instructions, global and LDS accesses
-    by width, waits and barriers, and all instructions."""
+    """Static counts over the code, named as for NVIDIA's SASS (``harness.static``):
+    ``matrix`` (MFMA), global and LDS accesses by width, ``wait`` (s_waitcnt),
+    ``barrier`` (s_barrier) and all ``instructions``."""
     mix: Counter[str] = Counter()
     for line in disassembly.splitlines():
         match = re.match(r"^\s+([a-z][a-z0-9_]*)\b", line)
@@ -108,12 +109,15 @@ def instruction_mix(disassembly: str) -> dict[str, int]:
         mnemonic = match.group(1)
         mix["instructions"] += 1
         if mnemonic.startswith("v_mfma") or mnemonic.startswith("v_smfmac"):
-            mix["mfma"] += 1
-        elif mnemonic in ("s_waitcnt", "s_barrier"):
-            mix[mnemonic] += 1
+            mix["matrix"] += 1
+        elif mnemonic in _SYNC:
+            mix[_SYNC[mnemonic]] += 1
         elif kind := _memory_class(mnemonic):
             mix[kind] += 1
     return dict(sorted(mix.items()))
+
+
+_SYNC = {"s_waitcnt": "wait", "s_barrier": "barrier"}
 
 
 def _align(value: int, granule: int) -> int:

@@ -84,13 +84,71 @@ def parse_resource_usage(text: str) -> dict[str, int]:
     return {"registers": reg, "scratch_bytes": stack + local, "static_shared_bytes": shared}
 
 
-def parse_cubin(cubin: bytes) -> dict[str, int]:
+SASS_BYTES_PER_INSTRUCTION = 16  # Volta and later encode every instruction in 128 bits
+_SASS_LINE = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_SASS_WIDTH = {"U8": 8, "S8": 8, "U16": 16, "S16": 16, "64": 64, "128": 128}
+# ldmatrix / stmatrix: .M88 moves one 8x8 16-bit matrix (32 bits a lane), .2 and .4 more
+_SASS_MATRIX_COPIES = {"2": 2, "4": 4}
+
+
+def _sass_bits(parts: list[str]) -> int:
+    if parts[0] in ("LDSM", "STSM"):
+        return 32 * next((_SASS_MATRIX_COPIES[p] for p in parts[1:] if p in _SASS_MATRIX_COPIES), 1)
+    return next((_SASS_WIDTH[p] for p in parts[1:] if p in _SASS_WIDTH), 32)
+
+
+_SASS_MEMORY = {"LDG": "global_load", "LDGSTS": "global_load", "STG": "global_store",
+                "LDS": "lds_read", "LDSM": "lds_read", "STS": "lds_write", "STSM": "lds_write"}
+
+
+def _sass_kind(opcode: str) -> str | None:
+    """The mix key of one SASS opcode, named as for gfx942 (``harness.codeobj``)."""
+    parts = opcode.split(".")
+    if parts[0] in ("HGMMA", "HMMA", "QGMMA", "IMMA", "IGMMA", "BGMMA"):
+        return "matrix"
+    if parts[0] in _SASS_MEMORY:
+        return f"{_SASS_MEMORY[parts[0]]}.{_sass_bits(parts)}"
+    if parts[0] in ("UTMALDG", "UBLKCP"):
+        return "tma_load"
+    if parts[0] == "UTMASTG":
+        return "tma_store"
+    if parts[0] == "BAR":
+        return "barrier"
+    if parts[0] == "DEPBAR" or opcode.startswith(("WARPGROUP.DEPBAR", "SYNCS.PHASECHK")):
+        return "wait"
+    return None
+
+
+def parse_sass(text: str) -> dict[str, int]:
+    """Code size and instruction mix of ``cuobjdump -sass`` text (every kernel in it)."""
+    mix: dict[str, int] = {}
+    count = 0
+    for line in text.splitlines():
+        match = _SASS_LINE.match(line)
+        if not match:
+            continue
+        count += 1
+        kind = _sass_kind(match.group(1))
+        if kind:
+            mix[kind] = mix.get(kind, 0) + 1
+    if not count:
+        raise ValueError("no SASS instruction in cuobjdump -sass output")
+    mix["instructions"] = count
+    return {"code_bytes": count * SASS_BYTES_PER_INSTRUCTION,
+            **{f"isa.{k}": v for k, v in sorted(mix.items())}}
+
+
+def _cuobjdump(cubin: bytes, flag: str) -> str:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        out = subprocess.run([cuobjdump_path(), "--dump-resource-usage", f.name],
-                             capture_output=True, text=True, check=True, timeout=60).stdout
-    return parse_resource_usage(out)
+        return subprocess.run([cuobjdump_path(), flag, f.name], capture_output=True, text=True,
+                              check=True, timeout=60).stdout
+
+
+def parse_cubin(cubin: bytes) -> dict[str, int]:
+    return parse_resource_usage(_cuobjdump(cubin, "--dump-resource-usage")) | \
+        parse_sass(_cuobjdump(cubin, "-sass"))
 
 
 def nvidia_occupancy(registers: int, threads: int, shared_bytes: int) -> tuple[float, str]:

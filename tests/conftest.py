@@ -14,6 +14,9 @@ _CACHE = Path(tempfile.mkdtemp(prefix="kperf-test-cache-"))
 os.environ.setdefault("TRITON_CACHE_DIR", str(_CACHE / "triton"))
 os.environ.setdefault("TILELANG_CACHE_DIR", str(_CACHE / "tilelang"))
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+# the gfx942 toolchain setup_env.sh unpacked here, also for the clones tests make (asv
+# loads harness/ from a clone's working tree, which has no .cache of its own)
+os.environ.setdefault("KPERF_ROCM_ROOT", str(REPO / ".cache" / "rocm-toolchain"))
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 

@@ -111,8 +111,8 @@ def test_instruction_mix_counts_by_kind_and_width():
                       "\tds_write_b128 v1, v[2:5]", "\ts_waitcnt vmcnt(0)", "\ts_barrier",
                       "<kernel>:", "\ts_endpgm"])
     assert codeobj.instruction_mix(text) == {
-        "global_load.128": 1, "global_load.64": 1, "instructions": 9, "lds_read.16": 1,
-        "lds_read.64": 1, "lds_write.128": 1, "mfma": 1, "s_barrier": 1, "s_waitcnt": 1}
+        "barrier": 1, "global_load.128": 1, "global_load.64": 1, "instructions": 9,
+        "lds_read.16": 1, "lds_read.64": 1, "lds_write.128": 1, "matrix": 1, "wait": 1}
 
 
 def test_the_split_route_reproduces_clang19_exactly(rmsnorm_tilelang):
@@ -223,3 +223,23 @@ def test_the_compile_suite_times_tilelang_to_a_code_object_and_codegen_is_record
     assert record["toolchain"] == "clang19" and record["params"]["backend"] == "tilelang"
     assert record["figures"]["code_bytes"] == size.track_value(*params)
     assert record["figures"]["occupancy_limit"] and record["figures"]["isa.instructions"] > 0
+
+
+def test_sass_mix_uses_the_same_names():
+    """sm_90a's code size and mix from cuobjdump -sass, keyed as gfx942's."""
+    text = "\n".join([
+        "        /*0000*/                   LDC R1, c[0x0][0x28] ;   /* 0x00000a00ff017b82 */",
+        "        /*0010*/                   HGMMA.64x256x16.F32 R24, gdesc[UR4], RZ ; /* x */",
+        "        /*0020*/              @!P0 LDG.E.128 R4, desc[UR6][R2.64] ;  /* x */",
+        "        /*0030*/                   LDGSTS.E.BYPASS.128 [R5], desc[UR8][R6.64] ;",
+        "        /*0040*/                   LDSM.16.M88.4 R8, [R9] ;",
+        "        /*0050*/                   STS.128 [R1], R4 ;",
+        "        /*0060*/                   LDS.U16 R3, [R2] ;",
+        "        /*0070*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;",
+        "        /*0080*/                   DEPBAR.LE SB0, 0x1 ;",
+        "        /*0090*/                   UTMALDG.2D [UR8], [UR4] ;",
+        "                .headerflags    @\"EF_CUDA_SM90\""])
+    assert static.parse_sass(text) == {
+        "code_bytes": 160, "isa.barrier": 1, "isa.global_load.128": 2,
+        "isa.instructions": 10, "isa.lds_read.128": 1, "isa.lds_read.16": 1,
+        "isa.lds_write.128": 1, "isa.matrix": 1, "isa.tma_load": 1, "isa.wait": 1}

@@ -101,11 +101,24 @@ def test_tilelang_versions_get_their_own_companion_pins(monkeypatch) -> None:
     assert len(excludes) == 2
 
 
-def test_pins_reject_duplicates_and_nothing() -> None:
+def test_pins_reject_duplicates_and_nothing(capsys) -> None:
     with pytest.raises(matrix.MatrixError, match="twice"):
         matrix.matrix_pins({"triton": ["3.8.0", "3.8.0"]})
-    with pytest.raises(matrix.MatrixError, match="at least two versions"):
-        matrix.matrix_pins({"triton": [], "tilelang": []})
+    with pytest.raises(matrix.MatrixError, match="twice"):
+        matrix.prepare_toolchains(["clang19", "clang19"])
+    assert matrix.main(["pip", "--triton", "3.7.1"]) == 2
+    assert "at least two stacks" in capsys.readouterr().err
+    assert matrix.main(["pip", "--rocm-toolchain", "rocm-0.0.1", "clang19"]) == 2
+    assert "rocm-0.0.1: not in rocm-toolchains.json" in capsys.readouterr().err
+
+
+def test_rocm_toolchains_are_environments_built_once(tmp_path: Path) -> None:
+    """Each toolchain is an asv environment of its own (its own result file and graph
+    line) that shares the one build of the commit: asv's env_nobuild."""
+    conf = {"repo": ".", "matrix": {"req": {"pip+asv_runner": ["0.3.2"]}}}
+    out = matrix.matrix_config(conf, REPO, tmp_path, {}, [], "3.11", ["clang19", "rocm-7.2.2"])
+    assert out["matrix"]["env_nobuild"] == {"KPERF_ROCM_TOOLCHAIN": ["clang19", "rocm-7.2.2"]}
+    assert out["matrix"]["req"] == {"pip+asv_runner": ["0.3.2"]}
 
 
 def test_matrix_config_adds_pins_and_moves_results(tmp_path: Path) -> None:
@@ -266,16 +279,61 @@ def _env_triton(env_root: Path, version: str) -> str:
     raise AssertionError(f"no asv environment pinned to triton {version} under {env_root}")
 
 
-@pytest.mark.slow
-def test_real_matrix_over_two_triton_releases(tmp_path: Path) -> None:
-    clone = tmp_path / "repo"
-    commit = _git_clone(clone)
+def _clone_env(tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir()
     env = dict(os.environ, HOME=str(home), PIP_CACHE_DIR=str(Path.home() / ".cache" / "pip"))
     pip_conf = Path.home() / ".config" / "pip" / "pip.conf"
     if pip_conf.exists():  # a new HOME must not lose the configured package index
         env["PIP_CONFIG_FILE"] = str(pip_conf)
+    return env
+
+
+@pytest.mark.slow
+def test_real_matrix_over_two_rocm_toolchains(tmp_path: Path) -> None:
+    """One commit's gfx942 figures under Debian's LLVM 19 and ROCm 7.2.2's LLVM: two result
+    files and graph lines, one build; stackcmp decides each static figure exactly."""
+    from harness import hip
+
+    clone = tmp_path / "repo"
+    commit = _git_clone(clone)
+    env = _clone_env(tmp_path)
+    assert env[hip.ROOT_ENV], "conftest names the installed toolchains for clones"
+    cases = (r"^bench_gemm\.Gemm(Registers|CodeSize)\.track_value"
+             r"\('gfx942', 'fp16', '(tilelang|triton)'\)$")
+    run = [sys.executable, "-m", "tools.matrix", "pip", "--repo", str(clone),
+           "--rocm-toolchain", "clang19", "rocm-7.2.2", "--machine", MACHINE, "-b", cases]
+    proc = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
+    assert proc.stdout.count("Building") + proc.stderr.count("Building") <= 1, "built twice"
+    out = clone / ".asv" / "matrix"
+    files = sorted(p.name for p in (out / "results" / MACHINE).glob(f"{commit[:8]}-*.json"))
+    assert len(files) == 2 and all("KPERF_ROCM_TOOLCHAIN" in f for f in files), files
+    index = json.loads((out / "html" / "index.json").read_text())
+    assert sorted(index["params"]["env-KPERF_ROCM_TOOLCHAIN"]) == ["clang19", "rocm-7.2.2"]
+    report_dir = tmp_path / "report"
+    cmp = [sys.executable, "-m", "tools.stackcmp", "--repo", str(clone), "--results",
+           str(out / "results"), "--base", "env-KPERF_ROCM_TOOLCHAIN=clang19",
+           "--head", "env-KPERF_ROCM_TOOLCHAIN=rocm-7.2.2", "--out", str(report_dir)]
+    subprocess.run(cmp, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    report = json.loads((report_dir / "stackcmp.json").read_text())
+    verdicts = {c["case"]: c for c in report["cases"]}
+    assert len(verdicts) == 4, verdicts
+    for name, c in verdicts.items():
+        expected = "SAME" if c["after"] == c["before"] else (
+            "SLOW" if c["after"] > c["before"] else "FAST")
+        assert c["verdict"] == expected, c
+        if "'triton'" in name:  # Triton brings its own LLVM: no toolchain changes its code
+            assert c["verdict"] == "SAME", c
+    tilelang_size = next(c for n, c in verdicts.items() if "CodeSize" in n and "tilelang" in n)
+    assert tilelang_size["after"] != tilelang_size["before"], "ROCm 7.2.2 made clang-19's code"
+
+
+@pytest.mark.slow
+def test_real_matrix_over_two_triton_releases(tmp_path: Path) -> None:
+    clone = tmp_path / "repo"
+    commit = _git_clone(clone)
+    env = _clone_env(tmp_path)
     run = [sys.executable, "-m", "tools.matrix", "pip", "--repo", str(clone),
            "--triton", *TRITON_VERSIONS, "--machine", MACHINE, "-b", CASES, "-a", "rounds=2"]
     proc = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)

@@ -2,12 +2,15 @@
 
 Two ways to get a stack (docs/stacks.md has the step-by-step):
 
-``pip``: asv's environment matrix over pip versions of Triton and/or TileLang. Writes an
+``pip``: asv's environment matrix over pip versions of Triton and/or TileLang, and/or over
+gfx942 toolchains (``--rocm-toolchain``: the compiler that turns TileLang's HIP source into
+a code object, ``harness/hip.py``; a ROCm release's own LLVM runs on the CPU). Writes an
 asv config derived from asv.conf.json with ``matrix.req`` extended by the versions (each
-TileLang with its own apache-tvm-ffi pin) and its own results and site
-(``.asv/matrix/``). The pinned packages are installed into each asv environment, where
-they come before the host stack that ``tools/asv_stack_site.py`` appends, so torch and
-everything else come from the host stack and are not downloaded again.
+TileLang with its own apache-tvm-ffi pin), ``matrix.env_nobuild`` by the toolchains (one
+environment each, built once), and its own results and site (``.asv/matrix/``). The
+pinned packages are installed into each asv environment, where they come before the host
+stack that ``tools/asv_stack_site.py`` appends, so torch and everything else come from
+the host stack and are not downloaded again.
 
 ``image``: one prebuilt image per ROCm (or CUDA) release. Run inside the image; the
 stack's site directories are found from its interpreter (base, conda or venv), the
@@ -16,6 +19,7 @@ results go to the project's results directory, one folder per stack.
 
     python -m tools.matrix pip --triton 3.7.1 3.8.0 -b GemmRegisters
     python -m tools.matrix pip --tilelang 0.1.14 0.1.15
+    python -m tools.matrix pip --rocm-toolchain rocm-6.4.4 rocm-7.0.2 rocm-7.2.2
     python -m tools.matrix image --stack-python /opt/venv/bin/python
     python -m tools.matrix sites --stack-python /opt/conda/envs/py_3.10/bin/python
 
@@ -34,7 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tools import asvrun
+from harness import hip
+from tools import asvrun, rocm_toolchain
 from tools import machine as machine_tool
 from tools.asvrun import CPU_SUITES, REPO, asv_env, write_hashfile
 from tools.config import ConfigError, parse_json, validate
@@ -167,13 +172,12 @@ def matrix_pins(versions: dict[str, Sequence[str]]) -> tuple[dict[str, list[str]
         for package, version, pin in chosen:
             excludes += [{"req": {package: version, companion: other}}
                          for other in req[companion] if other != pin]
-    if not req:
-        raise MatrixError("give at least two versions: --triton A B and/or --tilelang A B")
     return req, excludes
 
 
 def matrix_config(conf: dict[str, Any], repo: Path, out_dir: Path, req: dict[str, list[str]],
-                  excludes: list[dict], python: str) -> dict[str, Any]:
+                  excludes: list[dict], python: str,
+                  toolchains: Sequence[str] = ()) -> dict[str, Any]:
     """asv.conf.json with the stack matrix, its own results and site under ``out_dir``."""
     out = derived_config(conf, repo, out_dir)
     matrix = dict(conf.get("matrix") or {})
@@ -182,6 +186,9 @@ def matrix_config(conf: dict[str, Any], repo: Path, out_dir: Path, req: dict[str
         raise MatrixError(f"asv.conf.json matrix.req already sets {clash}; the stack matrix "
                           f"cannot vary them too")
     matrix["req"] = {**(matrix.get("req") or {}), **req}
+    if toolchains:
+        matrix["env_nobuild"] = {**(matrix.get("env_nobuild") or {}),
+                                 hip.TOOLCHAIN_ENV: list(toolchains)}
     out["matrix"] = matrix
     out["exclude"] = list(conf.get("exclude") or []) + excludes
     out["pythons"] = [python]
@@ -220,26 +227,55 @@ def run_and_publish(conf_path: Path, env: dict[str, str], args: argparse.Namespa
                                       publish=not args.no_publish)
 
 
+def prepare_toolchains(names: Sequence[str]) -> list[str]:
+    """The gfx942 toolchains named, each installed (a ROCm release's LLVM is fetched by its
+    pin in tools/rocm-toolchains.json) and usable; the order given."""
+    if len(set(names)) != len(names):
+        raise MatrixError(f"--rocm-toolchain: a toolchain is listed twice: {list(names)}")
+    try:
+        pins = rocm_toolchain.load_pins()
+        rocm_toolchain.install_hip_tree(pins, hip.toolchain_root())
+        for name in names:
+            if name.startswith("rocm-"):
+                rocm_toolchain.fetch_rocm(name, pins, hip.toolchain_root())
+            hip.toolchain(name)
+    except (rocm_toolchain.ToolchainError, ConfigError, hip.ToolchainMissing) as err:
+        raise MatrixError(f"--rocm-toolchain: {err}") from err
+    return list(names)
+
+
+def _compare_hint(req: dict[str, list[str]], toolchains: Sequence[str]) -> str:
+    if req:
+        key = next(iter(req))
+        return f"--base {key}={req[key][0]} --head {key}={req[key][-1]}"
+    key = f"env-{hip.TOOLCHAIN_ENV}"
+    return f"--base {key}={toolchains[0]} --head {key}={toolchains[-1]}"
+
+
 def cmd_pip(args: argparse.Namespace) -> int:
     repo = args.repo
     conf = load_project_conf(args.config or repo / "asv.conf.json")
     req, excludes = matrix_pins({"triton": args.triton or [], "tilelang": args.tilelang or []})
+    toolchains = prepare_toolchains(args.rocm_toolchain or [])
+    if sum(len(v) for v in req.values()) + len(toolchains) < 2:
+        raise MatrixError("give at least two stacks: --triton A B, --tilelang A B and/or "
+                          "--rocm-toolchain A B")
     sites = probe_sites(args.stack_python)
     out_dir = (args.out or repo / MATRIX_DIR).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     conf_path = out_dir / "asv.conf.json"
     conf_path.write_text(json.dumps(matrix_config(conf, repo, out_dir, req, excludes,
-                                                  sites["python"]), indent=2))
+                                                  sites["python"], toolchains), indent=2))
     info = write_machine(args, args.stack_python, list(req), stack=False)
     cpu_only = info["gpu"] == "none"
     env = stack_env(info["machine"], sites, args.stack_python, repo, cpu_only,
                     out_dir / "records")
-    print(f"matrix: {req} on machine {info['machine']!r}; config {conf_path}", flush=True)
+    print(f"matrix: {req or ''} {toolchains or ''} on machine {info['machine']!r}; "
+          f"config {conf_path}", flush=True)
     rc = run_and_publish(conf_path, env, args, info["machine"], cpu_only)
     print(f"matrix: results {out_dir / 'results'}, site {out_dir / 'html'}; compare with\n"
           f"  python -m tools.stackcmp --results {out_dir / 'results'} "
-          f"--base {next(iter(req))}={req[next(iter(req))][0]} "
-          f"--head {next(iter(req))}={req[next(iter(req))][-1]}")
+          f"{_compare_hint(req, toolchains)}")
     return rc
 
 
@@ -313,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     pip = sub.choices["pip"]
     pip.add_argument("--triton", nargs="+", metavar="VERSION")
     pip.add_argument("--tilelang", nargs="+", metavar="VERSION")
+    pip.add_argument("--rocm-toolchain", nargs="+", metavar="NAME",
+                     help="gfx942 toolchains for TileLang's HIP source: clang19, llvm19, "
+                          "rocm-<version> (tools/rocm-toolchains.json)")
     pip.add_argument("--out", type=Path, help=f"results, site and config (default {MATRIX_DIR})")
     sub.add_parser("sites", parents=[common], help="print the stack's site dirs and name")
     return parser

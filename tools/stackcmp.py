@@ -1,14 +1,18 @@
 """Stack comparison: one commit under stack X (base) against stack Y (head).
 
     python -m tools.stackcmp --results .asv/matrix/results --base triton=3.7.1 --head triton=3.8.0
+    python -m tools.stackcmp --results .asv/matrix/results \\
+        --base env-KPERF_ROCM_TOOLCHAIN=rocm-6.4.4 --head env-KPERF_ROCM_TOOLCHAIN=rocm-7.2.2
     python -m tools.stackcmp --base machine=mi300x-rocm6.3-torch2.6-triton3.2-tilelang0.1.15 \\
                              --head machine=mi300x-rocm6.4-torch2.7-triton3.3-tilelang0.1.15
 
 A stack is chosen by KEY=VALUE[,KEY=VALUE...] over what each asv results file records:
 its ``params`` (machine-file keys such as rocm/torch/triton/tilelang/gpu, ``python``, and
-the environment's pip pins), plus ``machine`` (the results folder) and ``env`` (the asv
-environment name). Each side must select exactly one results file of the commit in every
-results directory given; several ``--results`` directories are several rounds.
+the environment's pip pins), its environment variables as ``env-NAME`` (the gfx942
+toolchain of ``tools.matrix pip --rocm-toolchain``: ``env-KPERF_ROCM_TOOLCHAIN``), plus
+``machine`` (the results folder) and ``env`` (the asv environment name). Each side must
+select exactly one results file of the commit in every results directory given; several
+``--results`` directories are several rounds.
 
 The verdicts, report and exit codes are the PR gate's (tools/gate): SLOW, FAST, SAME or
 INCONCLUSIVE per case, each results folder a round (both stacks in it, as
@@ -79,6 +83,8 @@ def stack_files(results_dir: Path, commit: str, hash_length: int) -> list[StackF
         except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise ResultsFileError(path, f"not valid JSON ({err})") from err
         params = {str(k): str(v) for k, v in (data.get("params") or {}).items()}
+        # an environment's env_nobuild variables (a gfx942 toolchain): asv's "env-NAME"
+        params |= {f"env-{k}": str(v) for k, v in (data.get("env_vars") or {}).items()}
         out.append(StackFile(path, path.parent.name, str(data.get("env_name", "")), params))
     return out
 
@@ -140,7 +146,8 @@ def collect(rounds: Sequence[tuple[Path, Path | None]], commit: str, base: dict[
 
 
 def stack_label(f: StackFile) -> str:
-    keys = ("rocm", "cuda", "torch", "triton", "tilelang", "apache-tvm-ffi", "python")
+    keys = ("rocm", "cuda", "torch", "triton", "tilelang", "apache-tvm-ffi", "python",
+            "env-KPERF_ROCM_TOOLCHAIN")
     parts = [f"{k} {f.params[k]}" for k in keys if f.params.get(k) not in (None, "", "matrix")]
     return (f"{report.md(f.machine)} / {report.md(f.env)}"
             + (f" ({report.md(', '.join(parts))})" if parts else ""))
