@@ -264,6 +264,9 @@ def test_stackcmp_ambiguous_selector_names_the_files(two_stacks: dict) -> None:
 
 def _git_clone(dest: Path) -> str:
     subprocess.run(["git", "clone", "-q", str(REPO), str(dest)], check=True)
+    # asv publishes the history of branch main: a clone made from another branch names its
+    # checked-out commit main
+    subprocess.run(["git", "checkout", "-q", "-B", "main"], cwd=dest, check=True)
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=dest, capture_output=True,
                           text=True, check=True).stdout.strip()
 
