@@ -159,15 +159,22 @@ def series_of(benchmarks: Sequence[dict[str, Any]], gate: Thresholds,
 
 def _class_of(name: str, params: tuple[str, ...], gate: Thresholds,
               history: History) -> tuple[KernelClass, str]:
-    energy = ENERGY.match(name)
-    twin = f"{energy.group(1)}.{energy.group(2)}Time.track_time" if energy else name
-    _, klass = gate.rule_for(f"{twin}({', '.join(params)})" if params else twin)
+    klass, energy = series_class(f"{name}({', '.join(params)})" if params else name, gate)
     measured = (klass.name, "time") in history.spreads
     if (energy or TIME.match(name)) and not measured and not klass.exact:
         raise ConfigError(history.path, f"class {klass.name!r} (of {name}) has no entry: "
                                         "a timed class needs its run-to-run spread here",
                           f"/classes/{klass.name}")
     return klass, ("energy" if energy else "time") if measured else ""
+
+
+def series_class(series: str, gate: Thresholds) -> tuple[KernelClass, bool]:
+    """(class, whether energy per call) of a series named as asv names it: the gate's rule
+    for it, or for its Time twin where it is an Energy series."""
+    bench, sep, rest = series.partition("(")
+    energy = ENERGY.match(bench)
+    twin = f"{energy.group(1)}.{energy.group(2)}Time.track_time" if energy else bench
+    return gate.rule_for(twin + sep + rest)[1], bool(energy)
 
 
 # --------------------------------------------------------------------------- regexes
