@@ -143,3 +143,14 @@ def test_a_file_without_the_generated_block_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no generated block") as err:
         ht.generate(repo)
     assert err.value.source == str(conf)
+
+
+def test_asvs_step_detection_flags_a_clear_step_and_not_noise() -> None:
+    """The simulation behind docs/site.md's "What asv's step detection finds" runs asv's
+    own detector: a step of three thresholds over two runs is found, noise alone is not,
+    and a longer noisy history finds a step of 1.2 thresholds less often than two runs."""
+    sd = 0.0025
+    assert ht.detection(0.01, sd, 2, 0.03, draws=60) >= 0.95
+    assert ht.detection(0.01, sd, 2, 0.0, draws=60) <= 0.05
+    assert ht.detection(0.01, sd, 10, 0.012, draws=60) < ht.detection(0.01, sd, 2, 0.012,
+                                                                       draws=60)

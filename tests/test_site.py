@@ -387,7 +387,8 @@ def test_a_step_is_explained_from_the_records_either_side() -> None:
                                                 "at the 700 W limit: the code's own")
     assert (ranged.before.commit, ranged.cause) == (a, "unknown")
     assert "no record with clock readings before the step" in ranged.why
-    history.records[1] = _capped(c, 1270.0, bits=0x4 | 0x20)
+    history = steps.History(files, {}, [_capped(b, 1400.0), _capped(c, 1270.0, 0x4 | 0x20)],
+                            {a: 0, b: 1, c: 2})
     (hot, _) = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1"], history, th)
     assert hot.cause == "environment" and "0x20" in hot.why and hot.threshold is None
     assert steps.machine_of(graph, ["m10", "m1"]) == "m1"

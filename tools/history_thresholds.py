@@ -284,6 +284,44 @@ def check_entries(entries: Sequence[Entry], series: Sequence[Series]) -> list[st
             for s in series if (got := asv_threshold(table, s.name)) != s.threshold]
 
 
+# --------------------------------------------------------------------------- simulation
+
+
+def detection(threshold: float, sd: float, commits: int, step: float, draws: int = 200,
+              seed: int = 1) -> float:
+    """How often asv's own step detection (``detect_steps``, ``detect_regressions``) flags
+    a history of ``commits`` runs, each off its level by a normal ``sd``, whose level
+    rises by ``step`` halfway (0: an unchanged series: the false-flag rate)."""
+    import random
+
+    from asv.step_detect import detect_regressions, detect_steps
+
+    rnd, found = random.Random(seed), 0
+    for _ in range(draws):
+        y = [1.0 + rnd.gauss(0.0, sd) + (step if i >= commits // 2 else 0.0)
+             for i in range(commits)]
+        found += bool(detect_regressions(detect_steps(y), threshold)[2])
+    return found / draws
+
+
+def simulation_table(history: History, gate: Thresholds, klass: str = "bandwidth",
+                     draws: int = 200) -> str:
+    """asv's detection of steps of 1.2, 2 and 3 thresholds, and of no step, in histories
+    of a class's run-to-run noise (a run's sd from its spread: median |ratio - 1| of two
+    runs is 0.954 sd)."""
+    threshold = history.threshold(gate.classes[klass], "time")
+    sd = history.spreads[(klass, "time")].value / 0.954
+    steps = (1.2, 2.0, 3.0)
+    found = " | ".join(f"step {k:g} x threshold: found" for k in steps)
+    rows = [f"| commits | unchanged: flagged | {found} |", "|---" * (2 + len(steps)) + "|"]
+    for n in (2, 6, 10, 20):
+        rates = [detection(threshold, sd, n, 0.0, draws)] + [
+            detection(threshold, sd, n, k * threshold, draws) for k in steps]
+        rows.append(f"| {n} | " + " | ".join(f"{100 * r:.0f}%" for r in rates) + " |")
+    return (f"{klass} time: threshold {100 * threshold:g}%, a run's sd "
+            f"{100 * sd:.2f}%, {draws} draws each\n\n" + "\n".join(rows))
+
+
 # --------------------------------------------------------------------------- output
 
 
@@ -383,7 +421,14 @@ def main(argv: list[str] | None = None) -> int:
                       help="rewrite the generated blocks of asv.conf.json and docs/site.md")
     mode.add_argument("--check", action="store_true",
                       help="exit 1 if asv.conf.json or docs/site.md is stale")
+    mode.add_argument("--simulate", metavar="CLASS", nargs="?", const="bandwidth",
+                      help="how often asv's step detection flags steps of a class's size "
+                           "in histories of its noise (default: bandwidth)")
     args = parser.parse_args(argv)
+    if args.simulate:
+        print(simulation_table(History.load(REPO / "history-thresholds.json"),
+                               Thresholds.load(REPO / "thresholds.json"), args.simulate))
+        return 0
     try:
         gen = generate(REPO)
     except (ConfigError, ValueError, RuntimeError) as err:

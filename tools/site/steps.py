@@ -68,7 +68,7 @@ class Step:
     id: str = field(default="")
 
 
-@dataclass(frozen=True)
+@dataclass
 class History:
     """What publishing read: asv's results on every machine, and the records."""
 
@@ -77,12 +77,23 @@ class History:
     records: list[dict[str, Any]]
     revisions: dict[str, int]  # commit -> asv's revision
 
-    def value(self, machine: str, commit: str, bench: str, idx: int) -> float | None:
+    def __post_init__(self) -> None:
+        self._files: dict[tuple[str, str], list[data.ResultFile]] = {}
         for rf in self.files:
-            if rf.machine == machine and rf.commit == commit:
-                points = data.points_of(rf, bench, self.benchmarks)
-                if idx < len(points) and points[idx].status == "ok":
-                    return float(points[idx].value)
+            self._files.setdefault((rf.machine, rf.commit), []).append(rf)
+        self._records: dict[str, list[dict[str, Any]]] = {}
+        for rec in self.records:
+            self._records.setdefault(data.record_key(rec), []).append(rec)
+
+    def records_of(self, key: str) -> list[dict[str, Any]]:
+        """The records of one point (``data.point_key``)."""
+        return self._records.get(key, [])
+
+    def value(self, machine: str, commit: str, bench: str, idx: int) -> float | None:
+        for rf in self._files.get((machine, commit), []):
+            points = data.points_of(rf, bench, self.benchmarks)
+            if idx < len(points) and points[idx].status == "ok":
+                return float(points[idx].value)
         return None
 
     def params(self, bench: str, idx: int) -> dict[str, Any]:
@@ -153,7 +164,7 @@ def explain(step: Step, pair: tuple[str, str], idx: int, history: History,
         side.time_s = history.value(step.machine, side.commit, pair[0], idx)
         side.energy_j = history.value(step.machine, side.commit, pair[1], idx)
         key = data.point_key(step.machine, side.commit, pair[0], step.params)
-        recs = [r for r in history.records if data.record_key(r) == key]
+        recs = history.records_of(key)
         side.point_id, side.runs = data.point_id(key), len(recs)
         blocks[label] = _fill_side(side, recs, label)
     step.time_ratio = _ratio(step.before.time_s, step.after.time_s)
