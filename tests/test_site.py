@@ -376,7 +376,8 @@ def test_a_step_is_explained_from_the_records_either_side() -> None:
     name = "bench_gemm.GemmTime.track_time('square-4096', 'fp16', 'tilelang')"
     graph = "graphs/arch-x86_64/branch-main/machine-m1/bench_gemm.GemmTime.track_time.json"
     regressions = {"regressions": [[name, graph, {}, 0, 2.2e-4, 2.0e-4,
-                                    [[None, 2, 2.0e-4, 2.2e-4], [0, 2, 2.0e-4, 2.2e-4]]]]}
+                                    [[None, 2, 2.0e-4, 2.2e-4], [0, 2, 2.0e-4, 2.2e-4]]],
+                                   ["a later asv's shape"]]}
     th = Thresholds.load(REPO / "thresholds.json")
     found = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1", "m10"], history,
                              th, {r"^bench_gemm\.": 0.025})

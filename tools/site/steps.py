@@ -134,6 +134,8 @@ def find_steps(regressions: dict[str, Any], rev_to_hash: dict[str, str],
 
     out = []
     for entry in regressions.get("regressions") or []:
+        if not isinstance(entry, list) or len(entry) != 7:  # not asv 0.6's shape
+            continue
         name, graph_path, _params, idx, _last, _best, jumps = entry
         bench = name.split("(", 1)[0]
         pair = twins(bench)
