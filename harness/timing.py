@@ -101,6 +101,9 @@ class Plan:
     # graph mode) for this long; their mean power, from the energy counter's updates,
     # times their device time per call (0 turns it off).
     energy_s: float = 0.4
+    # ... this many bursts back to back; the figure is the median of their energies per
+    # call and the record keeps each, so their spread shows (all H200 figures so far: 1)
+    energy_bursts: int = 1
 
     def with_overrides(self, **kw: Any) -> Plan:
         return Plan(**{**asdict(self), **kw})
@@ -123,7 +126,9 @@ class Measurement:
     telemetry_read_errors: int = 0
     trial_spans_s: list[float] = field(default_factory=list)
     energy_per_call_j: float | None = None
-    energy_burst: dict[str, Any] | None = None  # calls, span, joules, device seconds
+    # calls, spans, power and counter updates of the energy bursts, each burst's energy per
+    # call and the board's state before them (``_energy_figures``)
+    energy_burst: dict[str, Any] | None = None
     at_cap: bool = False  # the warm-up ended with the board's power at the cap (cap_fraction)
     reps_queued: list[float | None] = field(default_factory=list)  # per trial (module doc)
     # host seconds to queue a rep (median of the probe; when the driver's queue is full,
@@ -314,21 +319,13 @@ def measure(
             queued.append(runner.reps_queued)
             windows.append(sampler.window(t0, t1))
             spans.append(t1 - t0)
-        burst = _energy_burst(runner, plan, sampler, statistics.median(samples), clock)
+        bursts = _energy_bursts(runner, plan, sampler, statistics.median(samples), clock)
         # readings trail the work by the source's lag: wait so the last window is filled
-        if source.lag_s or burst:
-            _wait_for_reading_after(sampler, max(t1, burst["t1"] if burst else t1) + source.lag_s)
+        if source.lag_s or bursts:
+            _wait_for_reading_after(sampler, max([t1, *(b["t1"] for b in bursts)])
+                                    + source.lag_s)
             windows[-1] = sampler.window(t0, t1)
-        energy_per_call = None
-        if burst:
-            t_lo, t_hi = burst.pop("t0"), burst.pop("t1")
-            watts = sampler.counter_power(t_lo, t_hi)
-            burst["power_from"] = "energy counter" if watts is not None else "power readings"
-            if watts is None:
-                watts = sampler.window(t_lo, t_hi).power_w_mean
-            burst["power_w"] = watts
-            if watts is not None:
-                energy_per_call = watts * burst["device_s"] / burst["calls"]
+        energy_per_call, burst = _energy_figures(bursts, sampler) if bursts else (None, None)
 
     return Measurement(
         samples=samples,
@@ -360,18 +357,70 @@ def measure(
 ENERGY_POLL_S = 0.002  # the counter's update instants to ~2 ms during the burst
 
 
-def _energy_burst(runner: _Runner, plan: Plan, sampler: Sampler, call_s: float,
-                  clock: Callable[[], float]) -> dict[str, Any] | None:
-    """Calls back to back for ``plan.energy_s``, bracketed by host times for the energy
-    counter; None when the source reads no energy (or power) at all."""
-    if plan.energy_s <= 0 or not sampler.has_energy():
-        return None
+def _energy_bursts(runner: _Runner, plan: Plan, sampler: Sampler, call_s: float,
+                   clock: Callable[[], float]) -> list[dict[str, Any]]:
+    """``plan.energy_bursts`` bursts of calls back to back for ``plan.energy_s`` each,
+    bracketed by host times for the energy counter; none when the source reads no energy
+    (or power) at all."""
+    if plan.energy_s <= 0 or plan.energy_bursts < 1 or not sampler.has_energy():
+        return []
     calls = int(max(runner.calls_per_rep, plan.energy_s / max(call_s, 1e-9)))
+    bursts = []
     with sampler.polling_every(ENERGY_POLL_S):
-        t0 = clock()
-        device_s, calls = runner.burst(calls)
-        t1 = clock()
-    return {"calls": calls, "device_s": device_s, "span_s": t1 - t0, "t0": t0, "t1": t1}
+        for _ in range(plan.energy_bursts):
+            t0 = clock()
+            device_s, done = runner.burst(calls)
+            t1 = clock()
+            bursts.append({"calls": done, "device_s": device_s, "span_s": t1 - t0,
+                           "t0": t0, "t1": t1})
+    return bursts
+
+
+def _burst_power(burst: dict[str, Any], sampler: Sampler) -> float | None:
+    """A burst's mean watts, by the energy counter's own updates where it moved at least
+    twice inside it, else by the power readings; notes which, and the updates used."""
+    t_lo, t_hi = burst.pop("t0"), burst.pop("t1")
+    updates = sampler.counter_updates(t_lo, t_hi)
+    watts = sampler.counter_power(t_lo, t_hi)
+    burst["power_from"] = "energy counter" if watts is not None else "power readings"
+    burst["counter_updates"] = len(updates)
+    burst["counter_span_s"] = updates[-1][0] - updates[0][0] if len(updates) > 1 else 0.0
+    if watts is None:
+        watts = sampler.window(t_lo, t_hi).power_w_mean
+    burst["power_w"] = watts
+    return watts
+
+
+def _energy_figures(bursts: list[dict[str, Any]], sampler: Sampler
+                    ) -> tuple[float | None, dict[str, Any]]:
+    """(energy per call, the record of the bursts). Energy per call is the median over the
+    bursts; beside it, each burst's figure, their spread, and the board's state when the
+    measurement began and just before the first burst: the same kernel's energy per call
+    moved ~10% with that state on an H200 (docs/site.md, 'Energy per call')."""
+    start = sampler.reading_at(float("-inf"))
+    before = sampler.reading_at(bursts[0]["t0"])
+    per_call = []
+    for b in bursts:
+        watts = _burst_power(b, sampler)
+        per_call.append(watts * b["device_s"] / b["calls"] if watts is not None else None)
+    known = [e for e in per_call if e is not None]
+    energy = statistics.median(known) if known else None
+    powers = [b["power_w"] for b in bursts if b["power_w"] is not None]
+    record = {
+        "bursts": len(bursts), "calls": sum(b["calls"] for b in bursts),
+        "device_s": sum(b["device_s"] for b in bursts),
+        "span_s": sum(b["span_s"] for b in bursts),
+        "power_w": statistics.median(powers) if powers else None,
+        "power_from": bursts[0]["power_from"],
+        "counter_updates": sum(b["counter_updates"] for b in bursts),
+        "energy_per_call_j": per_call,
+        "spread": (max(known) - min(known)) / energy if len(known) > 1 and energy else None,
+        "temperature_c_start": start.temperature_c if start else None,
+        "temperature_c_before": before.temperature_c if before else None,
+        "power_w_before": before.power_w if before else None,
+        "per_burst": bursts,
+    }
+    return energy, record
 
 
 def _wait_for_reading_after(sampler: Sampler, t: float, limit_s: float = 0.5) -> None:

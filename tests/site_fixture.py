@@ -24,6 +24,7 @@ from typing import Any
 from tests.test_asv_commits import _edit, _git
 from tools.asvrun import asv_env, run_asv
 from tools.machine import write_machine_file
+from tools.site.data import TIME_PARAMS
 
 CPU_MACHINE = "kperf-test-cpu"
 GPU_MACHINE = "synthetic-fixture"
@@ -225,3 +226,178 @@ def publish(history: History) -> int:
 
     env = {k: v for k, v in history.env.items() if k != "KPERF_RECORD_DIR"}
     return publish_tool.publish(repo=history.repo, env=env, asset_source=history.assets)
+
+
+# --------------------------------------------------------------------------- step histories
+# Histories of the GPU suites made on the CPU from records, for the history's step
+# detection and the cause of a step (tests/test_history_site.py). asv's results are
+# written by asv itself (its discovery's benchmarks.json, Results.add_result and save, as
+# `asv run` stores a timing's samples and a track's value), the records by
+# harness.record.write_record from a harness.timing.Measurement, as a benchmark process
+# writes them. The figures are synthetic, on a machine named STEP_MACHINE whose GPU reads
+# "synthetic fixture, not a measurement"; no figure of it was measured.
+
+STEP_MACHINE = "synthetic-steps"
+LIMIT_W = 700.0
+TRIAL_SHAPE = (-0.002, -0.001, 0.0, 0.0, 0.001, 0.002)  # a run's trials: median exact
+
+
+@dataclass(frozen=True)
+class Run:
+    """One case at one commit, as one benchmark process measured it (synthetic)."""
+
+    time_s: float
+    energy_j: float
+    sm_clock_mhz: float
+    power_w: float
+    throttle_bits: int = 0
+    temperature_c: float = 55.0
+
+
+Case = tuple[str, str, str, str]  # (time benchmark, case, dtype, backend)
+
+
+def energy_name(time_benchmark: str) -> str:
+    return time_benchmark.replace("Time.track_time", "Energy.track_energy")
+
+
+def step_commits(repo: Path, n: int) -> list[str]:
+    """A repository of ``n`` commits on main holding this checkout's asv.conf.json and
+    thresholds.json: what publishing reads besides .asv."""
+    from tests.conftest import REPO
+
+    repo.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    for name in ("asv.conf.json", "thresholds.json"):
+        (repo / name).write_bytes((REPO / name).read_bytes())
+    git(repo, "remote", "add", "origin", "https://github.com/kperf-example/kperf.git")
+    commits = []
+    for i in range(n):
+        (repo / "CHANGES").write_text(f"commit {i}\n")
+        git(repo, "add", "-A")
+        git(repo, "-c", "user.email=test@kperf", "-c", "user.name=kperf test", "commit",
+            "-qm", f"commit {i}")
+        commits.append(git(repo, "rev-parse", "HEAD"))
+    return commits
+
+
+def _samples_of(run: Run) -> list[float]:
+    return [run.time_s * (1 + d) for d in TRIAL_SHAPE]
+
+
+def _write_benchmarks(results: Path) -> dict[str, dict[str, Any]]:
+    """benchmarks.json as asv's discovery of this checkout's suite writes it."""
+    from types import SimpleNamespace
+
+    from asv.benchmarks import Benchmarks
+
+    from tests.conftest import REPO
+    from tools.history_thresholds import discover
+
+    found = discover(REPO / "benchmarks")
+    conf = SimpleNamespace(results_dir=str(results), benchmark_dir=str(REPO / "benchmarks"))
+    Benchmarks(conf, found).save()
+    return {b["name"]: b for b in found}
+
+
+def _asv_result(bench: dict[str, Any], runs: dict[Case, Run], time_name: str) -> Any:
+    """What asv's runner makes of the benchmark's processes: a timing's samples and number
+    for a Time suite, the returned value for an Energy suite, NaN where not run."""
+    import math
+
+    from asv.runner import BenchmarkResult
+
+    timing = bench["name"] == time_name
+    columns = []  # (result, samples, number) of each parameter combination
+    for combo in itertools.product(*bench["params"]):
+        run = runs.get((time_name, *(json.loads(p.replace("'", '"')) for p in combo)))
+        if run is None:
+            columns.append((math.nan, None, None))
+        elif timing:
+            columns.append((True, _samples_of(run), 50))
+        else:
+            columns.append((run.energy_j, None, None))
+    result, samples, number = (list(c) for c in zip(*columns, strict=True))
+    return BenchmarkResult(result=result, samples=samples, number=number, errcode=0,
+                           stderr="", profile=None)
+
+
+def _write_results(results: Path, meta: dict[str, dict[str, Any]], commit: str, date: int,
+                   runs: dict[Case, Run]) -> None:
+    import datetime as dt
+
+    from asv.results import Results
+
+    res = Results({"arch": "x86_64", "gpu": GPU_NAME, "machine": STEP_MACHINE,
+                   "python": "3.11"}, {}, commit, date, "3.11", ENV, {})
+    started = dt.datetime.fromtimestamp(date / 1000, dt.UTC)
+    for time_name in sorted({case[0] for case in runs}):
+        for name in (time_name, energy_name(time_name)):
+            res.add_result(meta[name], _asv_result(meta[name], runs, time_name),
+                           started_at=started, duration=1.0, record_samples=True)
+    res.save(str(results))
+
+
+def _measurement(run: Run) -> dict[str, Any]:
+    from harness.telemetry import WindowStats
+    from harness.timing import Measurement
+
+    samples = _samples_of(run)
+    windows = [WindowStats(n_readings=2, sm_clock_mhz_min=run.sm_clock_mhz - 10,
+                           sm_clock_mhz_median=run.sm_clock_mhz,
+                           sm_clock_mhz_mean=run.sm_clock_mhz, mem_clock_mhz_median=3201.0,
+                           temperature_c_max=run.temperature_c, power_w_mean=run.power_w,
+                           throttle_bits_or=run.throttle_bits, energy_j=run.power_w * 0.1,
+                           power_limit_w=LIMIT_W) for _ in samples]
+    burst = {"bursts": 1, "calls": 200, "device_s": 200 * run.time_s, "span_s": 0.4,
+             "power_w": run.power_w, "power_from": "energy counter", "counter_updates": 4,
+             "energy_per_call_j": [run.energy_j], "spread": None,
+             "temperature_c_start": run.temperature_c - 5,
+             "temperature_c_before": run.temperature_c, "power_w_before": run.power_w}
+    return Measurement(samples=samples, number=50, mode="events", reps=50, calls_per_rep=1,
+                       estimate_s=run.time_s, warmup_trials=12, warmup_s=1.6, settled=True,
+                       telemetry_backend="nvml", telemetry_reason="synthetic fixture",
+                       windows=windows, energy_per_call_j=run.energy_j, energy_burst=burst,
+                       at_cap=run.power_w >= 0.95 * LIMIT_W).as_record()
+
+
+def _write_step_record(root: Path, commit: str, index: int, case: Case, run: Run) -> None:
+    import pytest
+
+    from benchmarks._suites import RECORD_FIELDS
+    from harness import record
+
+    worker = {"measurement": _measurement(run), "config": {}, "target": "sm_90a",
+              "gpu": GPU_NAME, "first_call_s": 0.01, "tflops": None, "gbps": None,
+              "max_abs_err": 0.0, "energy_per_call_j": run.energy_j, "pid": 1,
+              "idle_before_s": 0.2}
+    env = {"KPERF_MACHINE": STEP_MACHINE, "ASV_COMMIT": commit, "ASV_ENV_NAME": ENV}
+    with pytest.MonkeyPatch.context() as patch:  # what asv and tools.asvrun set
+        for key, value in env.items():
+            patch.setenv(key, value)
+        record.write_record(case[0], dict(zip(TIME_PARAMS, case[1:], strict=True)),
+                            {"kind": "time", "recorded_at": 1.0e9 + index,
+                             **{k: worker[k] for k in RECORD_FIELDS}}, root)
+
+
+def build_step_history(tmp: Path, runs: dict[Case, list[Run]], assets: Path) -> History:
+    """A history of ``len(runs[case])`` commits: each case's run at each commit, in asv's
+    results and in records."""
+    import os
+
+    n = len(next(iter(runs.values())))
+    repo = tmp / "repo"
+    commits = step_commits(repo, n)
+    results = repo / ".asv" / "results"
+    meta = _write_benchmarks(results)
+    (results / STEP_MACHINE).mkdir(parents=True, exist_ok=True)
+    (results / STEP_MACHINE / "machine.json").write_text(json.dumps(
+        {"arch": "x86_64", "gpu": GPU_NAME, "machine": STEP_MACHINE, "version": 1}))
+    records = repo / ".asv" / "records"
+    for i, commit in enumerate(commits):
+        date = int(git(repo, "show", "-s", "--format=%ct", commit)) * 1000
+        _write_results(results, meta, commit, date, {c: rs[i] for c, rs in runs.items()})
+        for case, rs in runs.items():
+            _write_step_record(records, commit, i, case, rs[i])
+    return History(repo=repo, commits=commits, env=dict(os.environ), records=records,
+                   assets=assets)

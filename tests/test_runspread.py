@@ -46,3 +46,39 @@ def test_unreadable_or_disjoint_runs_are_an_error_naming_the_file(tmp_path: Path
     empty = results(tmp_path / "b.json", [None, None], None)
     assert runspread.main([str(good), str(empty)]) == 2
     assert "no timed case ran in both" in capsys.readouterr().err
+
+
+def test_each_class_gets_its_spread_in_time_and_energy_and_what_the_history_flags(
+        tmp_path: Path, capsys) -> None:
+    """An unchanged GEMM 3% slower and an RMSNorm whose energy per call moved +11.5%: per
+    class, the median |ratio - 1| and whether asv.conf.json's threshold flags it."""
+    from tools.gate.asvio import load_project_conf
+    from tools.history_thresholds import asv_threshold
+
+    from .conftest import REPO
+
+    def run(path: Path, gemm_s: float, norm_j: float) -> Path:
+        rows = {GEMM: [[gemm_s], [["'square-8192'"], ["'fp16'"], ["'triton'"]], None],
+                NORM: [[70e-6], [["'llama3-8b.hidden'"], ["'bf16'"], ["'triton'"]], None],
+                "bench_rmsnorm.RmsnormEnergy.track_energy": [
+                    [norm_j], [["'llama3-8b.hidden'"], ["'bf16'"], ["'triton'"]], None]}
+        path.write_text(json.dumps({"version": 2, "env_name": "env",
+                                    "result_columns": COLUMNS, "results": rows}))
+        return path
+
+    first, second = run(tmp_path / "a.json", 1.0e-3, 0.0407), run(tmp_path / "b.json",
+                                                                   1.03e-3, 0.0454)
+    energy = runspread.ratios(runspread.values(first, runspread.ENERGY),
+                              runspread.values(second, runspread.ENERGY))
+    assert list(energy) == ["bench_rmsnorm.RmsnormEnergy.track_energy('llama3-8b.hidden', "
+                            "'bf16', 'triton')"]
+    assert runspread.main([str(first), str(second)]) == 0
+    out = capsys.readouterr().out
+    table = load_project_conf(REPO / "asv.conf.json")["regressions_thresholds"]
+    gemm = f"{GEMM}('square-8192', 'fp16', 'triton')"
+    (norm_energy,) = energy
+    assert (f"| compute | time | 1 | 3.00% | 3.00% | {int(asv_threshold(table, gemm) < 0.03)} |"
+            in out)
+    flagged = int(energy[norm_energy] - 1 > asv_threshold(table, norm_energy))
+    assert f"| bandwidth | energy | 1 | 11.55% | 11.55% | {flagged} |" in out
+    assert "| bandwidth | time | 1 | 0.00% | 0.00% | 0 |" in out

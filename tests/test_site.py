@@ -343,3 +343,63 @@ def test_cli_help_names_the_main_modes() -> None:
     out = subprocess.run([sys.executable, "-m", "tools.publish", "--help"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
     assert "--keep-gate" in out and "--pack-records" in out and "--records" in out
+
+
+# ----------------------------------------------------------------- steps and their causes
+
+
+def _step_files(values: list[float]) -> list[data.ResultFile]:
+    return [_files({"tilelang": v, "triton": 1e-4, "torch": 1e-4}, c * 40)
+            for c, v in zip("abc", values, strict=True)]
+
+
+def _capped(commit: str, clock: float, bits: int = 0x4, energy_j: float = 0.06) -> dict:
+    rec = _record(commit, energy_per_call_j=energy_j)
+    rec["params"]["backend"] = "tilelang"
+    for w in rec["measurement"]["windows"]:
+        w.update(sm_clock_mhz_median=clock, power_w_mean=690.0, throttle_bits_or=bits)
+    rec["measurement"]["windows"] = [dict(w) for w in rec["measurement"]["windows"]]
+    return rec
+
+
+def test_a_step_is_explained_from_the_records_either_side() -> None:
+    """asv's jump (None, rev): its commit and the latest earlier commit with a value; the
+    clock drop at the power limit is the code's, a thermal bit makes it the environment's,
+    a commit without records leaves the cause unknown."""
+    from tools.gate.config import Thresholds
+    from tools.site import steps
+
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    files = _step_files([2.0e-4, 2.0e-4, 2.2e-4])
+    history = steps.History(files, {}, [_capped(b, 1400.0), _capped(c, 1270.0, energy_j=0.066)],
+                            {a: 0, b: 1, c: 2})
+    name = "bench_gemm.GemmTime.track_time('square-4096', 'fp16', 'tilelang')"
+    graph = "graphs/arch-x86_64/branch-main/machine-m1/bench_gemm.GemmTime.track_time.json"
+    regressions = {"regressions": [[name, graph, {}, 0, 2.2e-4, 2.0e-4,
+                                    [[None, 2, 2.0e-4, 2.2e-4], [0, 2, 2.0e-4, 2.2e-4]]],
+                                   ["a later asv's shape"]]}
+    th = Thresholds.load(REPO / "thresholds.json")
+    found = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1", "m10"], history,
+                             th, {r"^bench_gemm\.": 0.025})
+    one, ranged = found
+    assert (one.before.commit, one.after.commit) == (b, c) and one.machine == "m1"
+    assert one.time_ratio == pytest.approx(1.1) and one.threshold == 0.025
+    assert one.cause == "code" and one.text == ("x1.100, energy +10.0%, clock 1400 → 1270 MHz "
+                                                "at the 700 W limit: the code's own")
+    assert (ranged.before.commit, ranged.cause) == (a, "unknown")
+    assert "no record with clock readings before the step" in ranged.why
+    history = steps.History(files, {}, [_capped(b, 1400.0), _capped(c, 1270.0, 0x4 | 0x20)],
+                            {a: 0, b: 1, c: 2})
+    (hot, _) = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1"], history, th)
+    assert hot.cause == "environment" and "0x20" in hot.why and hot.threshold is None
+    assert steps.machine_of(graph, ["m10", "m1"]) == "m1"
+
+
+def test_steps_and_their_causes_are_escaped() -> None:
+    from tools.site import steps
+
+    step = steps.Step(HOSTILE, HOSTILE, "b", {}, steps.Side("d" * 40), steps.Side(HOSTILE),
+                      1, cause="environment", why=HOSTILE, text=HOSTILE, id="x")
+    html = headtohead.steps_table(HOSTILE, [step], "https://h/commit/")
+    assert "<script>window" not in html and "<img src=x" not in html
+    assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 3

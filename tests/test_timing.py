@@ -349,3 +349,60 @@ def test_a_measurement_at_the_power_cap_takes_trials_at_cap(power_w: float, at_c
     m = _measure_on_a_board(power_w, plan)
     assert m.settled and m.at_cap is at_cap
     assert len(m.samples) == len(m.windows) == (5 if at_cap else 2)
+
+
+def _measure_energy(counter_period_s: float, plan: Plan):
+    """``measure`` of a 1 ms kernel (1 ms of host time too) on a board drawing 300 W whose
+    energy counter moves every ``counter_period_s`` (NVML's: ~100 ms) and whose
+    temperature rises 1 C every 100 ms."""
+    import time
+
+    from harness.telemetry import Reading
+
+    from .fakes import ScriptedSource
+
+    gpu, began = FakeGpu(), time.perf_counter()
+
+    def kernel() -> None:
+        time.sleep(0.001)
+        gpu.run_cycles(1500e6 * 1e-3)
+
+    class Board(ScriptedSource):
+        def read(self) -> Reading:
+            t = time.perf_counter() - began
+            counted = counter_period_s * (t // counter_period_s)
+            return Reading(t=began + t, sm_clock_mhz=1500.0, power_w=300.0,
+                           power_limit_w=700.0, throttle_bits=0, temperature_c=40 + t * 10,
+                           energy_j=1000.0 + 300.0 * counted)
+
+    return measure([kernel], gpu, plan, Board(gpu, host_to_device=lambda t: t),
+                   sampler_period_s=0.005)
+
+
+def test_energy_bursts_each_keep_their_energy_counter_updates_and_the_boards_state():
+    plan = Plan(trials=2, min_trial_s=0.02, warmup_min_s=0.0, warmup_max_s=1.0,
+                energy_s=0.15, energy_bursts=3)
+    m = _measure_energy(0.02, plan)
+    burst = m.energy_burst
+    per_call = burst["energy_per_call_j"]
+    assert burst["bursts"] == len(per_call) == len(burst["per_burst"]) == 3
+    assert m.energy_per_call_j == statistics.median(per_call)
+    for e, b in zip(per_call, burst["per_burst"], strict=True):
+        assert e == pytest.approx(300.0 * 1e-3, rel=0.05)  # 300 W x 1 ms of device time
+        assert b["power_from"] == "energy counter" and b["counter_updates"] >= 5
+        assert 0 < b["counter_span_s"] <= b["span_s"] and "t0" not in b
+    assert burst["counter_updates"] == sum(b["counter_updates"] for b in burst["per_burst"])
+    assert burst["spread"] == pytest.approx((max(per_call) - min(per_call)) / statistics.median(
+        per_call)) and burst["spread"] < 0.1
+    assert burst["power_w_before"] == 300.0
+    assert burst["temperature_c_start"] < burst["temperature_c_before"]  # the board warmed
+
+
+def test_a_burst_the_counter_does_not_move_in_twice_takes_the_power_readings():
+    plan = Plan(trials=2, min_trial_s=0.02, warmup_min_s=0.0, warmup_max_s=1.0,
+                energy_s=0.05)
+    m = _measure_energy(10.0, plan)
+    (b,) = m.energy_burst["per_burst"]
+    assert b["power_from"] == "power readings" and b["counter_updates"] <= 1
+    assert m.energy_burst["spread"] is None  # one burst: no spread of its own
+    assert m.energy_per_call_j == pytest.approx(300.0 * 1e-3, rel=0.01)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tools.gate.asvio import load_project_conf
 from tools.gate.errors import GateError
-from tools.site import asv_pages, data, gatepages, headtohead, status
+from tools.site import asv_pages, data, gatepages, headtohead, status, steps
 
 REPO = Path(__file__).resolve().parent.parent
 GATE_KEEP_DIR = Path(".asv") / "gate-reports"
@@ -172,13 +172,18 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
     rows = telemetry_pages.rows_of(recs)
     status.write_points(kperf / "points.json", rows, benchmarks, files)
 
-    views = headtohead.build(machines, files, benchmarks, recs,
-                             revisions=_revisions(build / "index.json"))
+    revisions = _revisions(build / "index.json")
+    views = headtohead.build(machines, files, benchmarks, recs, revisions=revisions)
+    found = steps.from_site(build, conf, list(machines),
+                            steps.History(files, benchmarks, recs, revisions),
+                            repo / "thresholds.json", result_notes)
+    steps.write(kperf / "steps.json", found)
     shas = {t.commit for v in views for t in v.tables}
     subjects = data.commit_subjects(git_repo, shas)
     all_notes = data.Notes(record_notes.items + result_notes.items)
     (kperf / "head-to-head.html").write_text(
-        headtohead.render(views, all_notes, commit_url, subjects))
+        headtohead.render(views, all_notes, commit_url, subjects, found,
+                          conf.get("regressions_thresholds")))
 
     reports = data.read_gate_reports(gate_roots, gate_notes)
     thresholds = data.read_thresholds(repo / "thresholds.json", gate_notes)

@@ -9,6 +9,12 @@ here. For every timed case both runs measured, the ratio of the values asv repor
 ``asv publish`` draws), second over first; then, per suite, how many cases there are, the
 median and the largest |ratio - 1|, and the cases beyond ``--flag`` (default 1%). This is
 the figure that says whether a faster suite still gives the same history (docs/perf.md).
+
+Then, per class (the gate's, thresholds.json) and measure (time, energy per call): the
+median |ratio - 1| is the class's run-to-run spread as history-thresholds.json holds it,
+and the cases beyond the history's threshold (asv.conf.json) are the steps a two-commit
+history of unchanged code would flag (docs/site.md, "Regression thresholds of the
+history").
 """
 
 from __future__ import annotations
@@ -21,14 +27,18 @@ from pathlib import Path
 
 from tools.gate.asvio import ResultsFileError, read_results_file
 
+REPO = Path(__file__).resolve().parent.parent
+
 TIMED = ".track_time("
+ENERGY = ".track_energy("
 
 
-def values(path: Path) -> dict[str, float]:
-    """Case name -> the value asv reports, for the timed cases that ran."""
+def values(path: Path, kind: str = TIMED) -> dict[str, float]:
+    """Case name -> the value asv reports, for the cases of ``kind`` (timed, or energy
+    per call: ``ENERGY``) that ran."""
     _, cases = read_results_file(path)
     return {name: float(block.value) for name, block in cases.items()
-            if TIMED in name and block.status == "ok" and block.value}
+            if kind in name and block.status == "ok" and block.value}
 
 
 def ratios(first: dict[str, float], second: dict[str, float]) -> dict[str, float]:
@@ -58,6 +68,30 @@ def table(by_case: dict[str, float], flag: float) -> str:
     return "\n".join(lines)
 
 
+def class_table(by_case: dict[str, float], repo: Path = REPO) -> str:
+    """Per class and measure: cases, the spread (median |ratio - 1|), the largest, and how
+    many the history's thresholds would flag."""
+    from tools.gate.asvio import load_project_conf
+    from tools.gate.config import Thresholds
+    from tools.history_thresholds import asv_threshold, series_class
+
+    gate = Thresholds.load(repo / "thresholds.json")
+    table = load_project_conf(repo / "asv.conf.json").get("regressions_thresholds") or {}
+    groups: dict[tuple[str, str], list[tuple[float, bool]]] = {}
+    for name, ratio in by_case.items():
+        klass, energy = series_class(name, gate)
+        flagged = ratio - 1.0 > asv_threshold(table, name)  # asv flags a rise only
+        groups.setdefault((klass.name, "energy" if energy else "time"), []).append(
+            (abs(ratio - 1.0), flagged))
+    lines = ["| class | measure | cases | spread: median \\|ratio - 1\\| | largest | "
+             "flagged by the history |", "|---|---|---|---|---|---|"]
+    for (klass, measure), devs in sorted(groups.items()):
+        spread = statistics.median(d for d, _ in devs)
+        lines.append(f"| {klass} | {measure} | {len(devs)} | {spread:.2%} | "
+                     f"{max(d for d, _ in devs):.2%} | {sum(f for _, f in devs)} |")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.runspread", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,16 +101,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="list the cases whose ratio is further than this from 1")
     args = parser.parse_args(argv)
     try:
-        first, second = values(args.first), values(args.second)
+        by_case = ratios(values(args.first), values(args.second))
+        energy = ratios(values(args.first, ENERGY), values(args.second, ENERGY))
     except ResultsFileError as err:
         print(f"runspread: {err}", file=sys.stderr)
         return 2
-    by_case = ratios(first, second)
     if not by_case:
         print(f"runspread: no timed case ran in both {args.first} and {args.second}",
               file=sys.stderr)
         return 2
     print(table(by_case, args.flag))
+    print("\nPer class, time and energy per call (history-thresholds.json's spread):\n")
+    print(class_table(by_case | energy))
     return 0
 
 

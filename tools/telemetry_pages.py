@@ -131,6 +131,7 @@ def summarize_record(rec: dict[str, Any], environment: dict[str, int] | None = N
         "power_limit_w": statistics.median(limit) if limit else None,
         "energy_per_call_j": energy,
         "energy_note": energy_note,
+        "energy_state": data.energy_state(rec),
         "tflops": _num(rec.get("tflops")),
         "gbps": _num(rec.get("gbps")),
         "throttle_bits_or": bits,

@@ -203,14 +203,26 @@ class Sampler:
         updates, though, it holds exactly the energy used. Polled every few ms, the
         update instants are known to that precision. None with fewer than two updates.
         """
-        lo, hi = t0 + self.source.lag_s, t1 + self.source.lag_s
-        points = [(r.t, r.energy_j) for r in list(self.readings) if r.energy_j is not None]
-        updates = [(t, e) for (_, e0), (t, e) in itertools.pairwise(points)
-                   if e != e0 and lo <= t <= hi]
+        updates = self.counter_updates(t0, t1)
         if len(updates) < 2 or updates[-1][0] <= updates[0][0]:
             return None
         (ta, ea), (tb, eb) = updates[0], updates[-1]
         return (eb - ea) / (tb - ta)
+
+    def counter_updates(self, t0: float, t1: float) -> list[tuple[float, float]]:
+        """(host time, joules) of each change of the energy counter in [t0, t1], shifted
+        by the lag: the instants ``counter_power`` measures between."""
+        lo, hi = t0 + self.source.lag_s, t1 + self.source.lag_s
+        points = [(r.t, r.energy_j) for r in list(self.readings) if r.energy_j is not None]
+        return [(t, e) for (_, e0), (t, e) in itertools.pairwise(points)
+                if e != e0 and lo <= t <= hi]
+
+    def reading_at(self, t: float) -> Reading | None:
+        """The board's state at host time ``t`` as the source saw it (``t`` shifted by the
+        lag): the last reading by then, else the first one; None without readings."""
+        readings = list(self.readings)
+        before = [r for r in readings if r.t <= t + self.source.lag_s]
+        return before[-1] if before else (readings[0] if readings else None)
 
     def has_energy(self) -> bool:
         """Whether the source has delivered an energy counter or a power reading."""

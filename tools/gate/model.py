@@ -194,9 +194,12 @@ def _share(flags: Sequence[bool]) -> float:
     return sum(flags) / len(flags) if flags else 0.0
 
 
-def attribute(pairs: Sequence[tuple[Block, Block]], th: Thresholds) -> Attribution:
+def attribute(pairs: Sequence[tuple[Block, Block]], th: Thresholds,
+              min_pairs: int = 3) -> Attribution:
     """Whose is a clock gap between the sides: nobody's (none), the code's or the
-    environment's (docs/gate.md, "Clocks")."""
+    environment's (docs/gate.md, "Clocks"). The code's needs the gap's sign in
+    ``side_share`` of at least ``min_pairs`` pairs: the gate's rounds, 3 at least; the
+    history's runs either side of a step (tools/site/steps.py), often one each."""
     clocks = [(b.clock(), h.clock()) for b, h in pairs]
     if not pairs or any(cb is None or ch is None for cb, ch in clocks):
         return Attribution("none", "no clock readings")
@@ -214,7 +217,7 @@ def attribute(pairs: Sequence[tuple[Block, Block]], th: Thresholds) -> Attributi
     if min(limited) < th.at_limit_share:
         return Attribution("environment", "not at the power limit on both sides")
     same_sign = _share([math.copysign(1, x) == math.copysign(1, gap) and abs(x) > 0 for x in logs])
-    if len(logs) < 3 or same_sign < th.side_share:
+    if len(logs) < min_pairs or same_sign < th.side_share:
         return Attribution("environment", "the clock follows the round, not the side")
     return Attribution("code", "the clock follows the side at the power limit")
 

@@ -169,6 +169,32 @@ def median_or_none(values: Sequence[float]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def _number(x: Any) -> float | None:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) \
+        and math.isfinite(x) else None
+
+
+def energy_state(rec: dict[str, Any]) -> str:
+    """What a record says of its energy per call's conditions (harness/timing.py's burst
+    record; older records hold less): bursts and their spread, counter updates, the
+    board's temperature and how long the GPU was idle before the case."""
+    burst = (rec.get("measurement") or {}).get("energy_burst") or {}
+    parts = []
+    if _number(burst.get("bursts")) and burst["bursts"] > 1 and _number(burst.get("spread")):
+        parts.append(f"{burst['bursts']} bursts {100 * burst['spread']:.1f}% apart")
+    if _number(burst.get("counter_updates")) is not None:
+        parts.append(f"{burst['counter_updates']} energy counter updates in "
+                     f"{_number(burst.get('span_s')) or 0:.2f} s")
+    for key, fmt in (("temperature_c_start", "{:.0f} °C at the start"),
+                     ("temperature_c_before", "{:.0f} °C before the burst")):
+        if _number(burst.get(key)) is not None:
+            parts.append(fmt.format(burst[key]))
+    if _number(rec.get("idle_before_s")) is not None:
+        parts.append(f"GPU idle {rec['idle_before_s']:.1f} s before the case")
+    return ", ".join(parts)
+
+
+
 # --------------------------------------------------------------------------- asv results
 
 

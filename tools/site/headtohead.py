@@ -36,6 +36,7 @@ from tools.site.pages import (
     page,
     sparkline,
 )
+from tools.site.steps import Step, latest_by_point
 
 TIME_BENCH = re.compile(r"^bench_(\w+)\.(\w+)Time\.track_time$")
 GEMM_OPS = ("gemm", "fp8_gemm")
@@ -71,6 +72,7 @@ class Cell:
     vs_torch_why: str = ""
     energy_j: float | None = None
     energy_why: str = ""
+    energy_state: str = ""  # how its energy burst ran and the board's state before it
     sm_mhz: float | None = None
     point_id: str = ""
     n_records: int = 0
@@ -288,10 +290,18 @@ def _fill_from_records(cell: Cell, recs: list[dict[str, Any]], dtype: str,
     cell.roof_why = "; ".join(whys)
     versions = [r.get("_schema_version", 1) for r in recs]
     cell.energy_j = _rec_figure(recs, "energy_per_call_j")
+    cell.energy_state = "; ".join(filter(None, (data.energy_state(r) for r in recs)))
     if cell.energy_j is None:
         old = max(versions) < 2 and not any("energy_per_call_j" in r for r in recs)
         cell.energy_why = ("not recorded before schema 2 (kperf-record-2)" if old else
                            "the telemetry gave no energy counter for this point")
+
+
+def energy_title(c: Cell, threshold: float | None) -> str:
+    flag = (f"the history flags a step of this energy series beyond {100 * threshold:g}% "
+            "(asv.conf.json: its class's run-to-run spread, docs/site.md)"
+            if threshold is not None else "")
+    return ". ".join(p for p in (flag, c.energy_state) if p)
 
 
 # --------------------------------------------------------------------------- rendering
@@ -301,7 +311,7 @@ def _why(text: str) -> str:
     return f'<span class="muted" title="{esc(text)}">—</span>' if text else "—"
 
 
-def _cell_row(c: Cell) -> str:
+def _cell_row(c: Cell, energy_threshold: float | None = None) -> str:
     link = (f'<a href="telemetry.html#point={c.point_id}" title="clocks, power and '
             f'throttle state of this point\'s samples">telemetry</a>' if c.n_records else
             '<span class="muted" title="no record of this point">—</span>')
@@ -337,7 +347,8 @@ def _cell_row(c: Cell) -> str:
             f'{fmt_num(c.gbps, 4) if c.gbps is not None else _why(no_rec)}</td>'
             f'<td class="roof"{data_attr(c.roof_frac)}>{roof}</td>'
             f'<td class="vs"{data_attr(c.vs_torch)}>{vs}</td>'
-            f'<td class="energy"{data_attr(c.energy_j)}>'
+            f'<td class="energy"{data_attr(c.energy_j)} title="'
+            f'{esc(energy_title(c, energy_threshold))}">'
             f'{fmt_energy(c.energy_j) if c.energy_j is not None else _why(c.energy_why)}</td>'
             f'<td class="clock"{data_attr(c.sm_mhz)}>'
             f'{fmt_num(c.sm_mhz, 4) if c.sm_mhz is not None else _why(no_rec if not c.n_records else "no clock reading")}</td>'  # noqa: E501
@@ -347,11 +358,91 @@ def _cell_row(c: Cell) -> str:
 HEAD = ('<tr><th class="l">case</th><th class="l">dtype</th><th class="l">backend</th>'
         "<th>time / call</th><th>TFLOP/s</th><th>GB/s</th><th>% of roofline</th>"
         "<th>vs torch</th><th>energy / call</th><th>SM MHz</th><th>trend</th>"
-        "<th>clocks</th></tr>")
+        "<th>clocks</th><th>last step</th></tr>")
+
+CAUSE_WORDS = {"code": "the code's own", "environment": "the environment's",
+               "none": "no clock change", "unknown": "cause unknown"}
+
+
+def _energy_threshold(thresholds: dict[str, float] | None, time_benchmark: str,
+                      params: tuple[str, ...]) -> float | None:
+    from tools.history_thresholds import asv_threshold
+
+    if not isinstance(thresholds, dict) or not thresholds:
+        return None
+    energy = time_benchmark.replace("Time.track_time", "Energy.track_energy")
+    return asv_threshold(thresholds, f"{energy}({', '.join(repr(p) for p in params)})")
+
+
+def _step_short(step: Step) -> str:
+    """The flagged series' own change: time per call, or energy per call."""
+    if step.series.startswith(step.time_benchmark + "(") and step.time_ratio is not None:
+        return f"x{step.time_ratio:.3f}"
+    if step.energy_ratio is not None:
+        return f"energy {100 * (step.energy_ratio - 1):+.1f}%"
+    return f"x{step.asv_ratio:.3f}" if step.asv_ratio else "step"
+
+
+def _step_cell(step: Step | None) -> str:
+    if step is None:
+        return ('<td class="step"><span class="muted" title="asv flagged no step of this '
+                'case on this machine">—</span></td>')
+    return (f'<td class="step l" data-cause="{esc(step.cause)}"><a href="#step-{step.id}" '
+            f'title="{esc(step.text)}">{esc(_step_short(step))} @{esc(step.after.commit[:8])}'
+            f'</a><br><span class="cause-{esc(step.cause)}">{CAUSE_WORDS[step.cause]}'
+            "</span></td>")
+
+
+def _side_cells(before: float | None, after: float | None, fmt: Any) -> str:
+    return f"<td>{fmt(before)} → {fmt(after)}</td>"
+
+
+def _mhz(x: float | None) -> str:
+    return f"{x:.0f} MHz" if x else "—"
+
+
+def _watts(x: float | None) -> str:
+    return f"{x:.0f} W" if x else "—"
+
+
+def _pct(ratio: float | None) -> str:
+    return f"{100 * (ratio - 1):+.1f}%" if ratio is not None else "—"
+
+
+def steps_table(name: str, steps: list[Step], commit_url: str) -> str:
+    """The steps asv flagged on one machine, newest first, each with its cause."""
+    mine = sorted((s for s in steps if s.machine == name), key=lambda s: -s.revision)
+    if not mine:
+        return ('<p class="muted steps-none">asv flagged no step of a timed or energy series '
+                "on this machine.</p>")
+    rows = []
+    for s in mine:
+        limit = s.before.power_limit_w or s.after.power_limit_w
+        rows.append(
+            f'<tr id="step-{s.id}" class="step" data-series="{esc(s.series)}" '
+            f'data-cause="{esc(s.cause)}"><td class="l"><code>{esc(s.series)}</code></td>'
+            f'<td class="l">{commit_link(s.before.commit, commit_url)} → '
+            f"{commit_link(s.after.commit, commit_url)}</td>"
+            f'<td{data_attr(s.threshold)}>'
+            f'{f"{100 * s.threshold:g}%" if s.threshold is not None else "—"}</td>'
+            f'<td class="time"{data_attr(s.time_ratio)}>'
+            f'{f"x{s.time_ratio:.3f}" if s.time_ratio else "—"}</td>'
+            f'<td class="energy"{data_attr(s.energy_ratio)}>{_pct(s.energy_ratio)}</td>'
+            f"{_side_cells(s.before.sm_clock_mhz, s.after.sm_clock_mhz, _mhz)}"
+            f"{_side_cells(s.before.power_w, s.after.power_w, _watts)}"
+            f"<td>{_watts(limit)}</td>"
+            f'<td class="l cause cause-{esc(s.cause)}">{esc(s.text)}<br>'
+            f"<span class=why>{esc(s.why)}</span></td></tr>")
+    return ('<table class="steps"><tr><th class="l">series</th><th class="l">commits</th>'
+            "<th>threshold</th><th>time</th><th>energy / call</th><th>SM clock</th>"
+            "<th>board power</th><th>limit</th><th class=l>cause</th></tr>"
+            + "".join(rows) + "</table>")
 
 
 def render(views: list[MachineView], notes: data.Notes, commit_url: str,
-           subjects: dict[str, dict[str, Any]]) -> str:
+           subjects: dict[str, dict[str, Any]], steps: list[Step] | None = None,
+           thresholds: dict[str, float] | None = None) -> str:
+    """The page; ``thresholds``: asv.conf.json's regressions_thresholds."""
     parts = [
         "<h1>Head to head: TileLang, Triton and torch</h1>",
         "<p>Per op and case, every backend at the latest commit each machine timed it. "
@@ -361,9 +452,13 @@ def render(views: list[MachineView], notes: data.Notes, commit_url: str,
         "history's records, never a datasheet); <b>vs torch</b> is torch's time over the "
         "backend's (above 1: faster than torch); <b>trend</b>: time per call over the "
         f"machine's last {TREND_COMMITS} commits (lower is faster). A dash has its reason "
-        "on hover.</p>",
+        "on hover. <b>last step</b>: the latest step asv's publish flagged in the case's "
+        "history on this machine (the regressions page), with what the gate would say of "
+        "it: time and energy per call across it, and whose its clock change is.</p>",
         notes_box(notes, "files"),
     ]
+    steps = steps or []
+    by_point = latest_by_point(steps)
     if not views:
         parts.append('<p class="why" id="no-machines">No machine has results in this '
                      "history: run <code>python -m tools.bench</code> first.</p>")
@@ -389,6 +484,8 @@ def render(views: list[MachineView], notes: data.Notes, commit_url: str,
                   f'<td class="l">{esc(bw.source)}</td></tr>')
         parts.append(f'<table class="roofs"><tr><th class="l">roof</th><th>value</th>'
                      f'<th class="l">from</th></tr>{roofs}</table>')
+        parts.append(f'<h3 id="{esc(v.name)}-steps">Steps in the history</h3>'
+                     + steps_table(v.name, steps, commit_url))
         for t in v.tables:
             subj = subjects.get(t.commit, {}).get("subject")
             parts.append(
@@ -401,10 +498,15 @@ def render(views: list[MachineView], notes: data.Notes, commit_url: str,
                     lead = (f'<td class="l" rowspan="{len(cells)}">{esc(case)}</td>'
                             f'<td class="l" rowspan="{len(cells)}">{esc(dtype)}</td>'
                             if i == 0 else "")
+                    point = data.params_text({"case": case, "dtype": dtype,
+                                              "backend": c.backend})
+                    step = by_point.get((v.name, t.benchmark, point))
+                    limit = _energy_threshold(thresholds, t.benchmark, (case, dtype,
+                                                                        c.backend))
                     body.append(f'<tr data-machine="{esc(v.name)}" data-op="{esc(t.op)}" '
                                 f'data-case="{esc(case)}" data-dtype="{esc(dtype)}" '
                                 f'data-backend="{esc(c.backend)}" data-commit="{esc(t.commit)}"'
-                                f">{lead}{_cell_row(c)}</tr>")
+                                f">{lead}{_cell_row(c, limit)}{_step_cell(step)}</tr>")
             parts.append(f'<table class="h2h" data-benchmark="{esc(t.benchmark)}">{HEAD}'
                          f'{"".join(body)}</table>')
     return page("Head to head", "\n".join(parts), "h2h")

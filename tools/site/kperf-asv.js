@@ -4,7 +4,10 @@
  *   and energy per call (from kperf/points.json, made from the records);
  * - a click on a point opens its rows on kperf/telemetry.html (points without a record
  *   keep asv's behaviour: the commit);
- * - blanks explained: benchmarks without results, an empty regressions list.
+ * - blanks explained: benchmarks without results, an empty regressions list;
+ * - each step on the regressions page says its cause, as the gate would (kperf/steps.json,
+ *   made by tools/site/steps.py: time and energy per call, clock and power either side,
+ *   whose the clock change is).
  * Everything from data is escaped before it reaches the tooltip's HTML. */
 (function () {
   "use strict";
@@ -61,7 +64,9 @@
                   String($.asv.convert_benchmark_param_value(info.params[i][idx]))]);
     }
     parts.sort(function (a, b) { return a[0] < b[0] ? -1 : (a[0] > b[0] ? 1 : 0); });
-    return item.series.kperf_state.machine + "|" + fullHash(commitShort) + "|" + bm + "|" +
+    // an Energy series' points come from its Time twin's measurement and records
+    var recorded = bm.replace(/Energy\.track_energy$/, "Time.track_time");
+    return item.series.kperf_state.machine + "|" + fullHash(commitShort) + "|" + recorded + "|" +
       parts.map(function (p) { return p[0] + "=" + p[1]; }).join(";");
   }
 
@@ -96,6 +101,7 @@
       }
       out.push("energy/call: " + esc(p.energy_per_call_j === null ? "\u2014 (" +
         p.energy_note + ")" : fmtEnergy(p.energy_per_call_j)));
+      if (p.energy_state) out.push("energy burst: " + esc(p.energy_state));
       out.push("<i>click: clocks per sample</i>");
       return "<br>" + out.join("<br>");
     },
@@ -137,11 +143,56 @@
     });
   }
 
+  /* Steps: under each row of asv's regressions table, its cause. asv redraws the table
+   * (grouping, ignoring), so rows are annotated whenever they appear. */
+  var steps = null;
+
+  function stepOf(series, commitText) {
+    var after = commitText.split("..").pop().trim();
+    if (!steps || !after) return null;
+    for (var i = 0; i < steps.length; ++i) {
+      var s = steps[i];
+      if (s.series === series && s.after.commit.indexOf(after) === 0) return s;
+    }
+    return null;
+  }
+
+  function annotateSteps() {
+    if (!steps) return;
+    $("#regressions-body table tbody tr").each(function () {
+      var row = $(this);
+      if (row.find(".kperf-cause").length) return;
+      var cells = row.children("td");
+      var step = stepOf(cells.eq(0).find("a").first().text(), cells.eq(2).text());
+      if (!step) return;
+      var cause = $("<div class='kperf-cause'></div>").addClass("kperf-cause-" + step.cause)
+        .attr("data-cause", step.cause).attr("title", step.why).text(step.text);
+      cause.append($("<a> head to head</a>").attr("href", "kperf/head-to-head.html#step-" +
+                                                  encodeURIComponent(step.id)));
+      cells.eq(0).append(cause);
+    });
+  }
+
+  function watchRegressions() {
+    var body = document.getElementById("regressions-body");
+    if (!body || body.kperfWatched) return;
+    body.kperfWatched = true;
+    $.ajax({url: "kperf/steps.json", dataType: "json", cache: false}).done(function (d) {
+      steps = (d && d.steps) || [];
+      annotateSteps();
+      new MutationObserver(annotateSteps).observe(body, {childList: true, subtree: true});
+    });
+  }
+
+  function onRegressions() {
+    if (!/^#\/?regressions/.test(window.location.hash)) return;
+    setTimeout(regressionsNote, 300);
+    watchRegressions();
+  }
+
   $(function () {
     load();
-    $(window).on("hashchange", function () {
-      if (/^#\/?regressions/.test(window.location.hash)) setTimeout(regressionsNote, 300);
-    });
-    if (/^#\/?regressions/.test(window.location.hash)) setTimeout(regressionsNote, 300);
+    $(window).on("hashchange", onRegressions);
+    onRegressions();
   });
 })();

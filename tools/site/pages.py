@@ -32,6 +32,7 @@ div.notes li{font-size:12px}
 svg.trend{vertical-align:middle}
 .verdict-SLOW{background:#ffb3b3}.verdict-FAST{background:#c8f0c8}
 .verdict-INCONCLUSIVE{background:#ffe0b3}.verdict-SAME{background:#f4f4f4}
+.cause-code{color:#a00000}.cause-environment{color:#8a5a00}
 pre.md{background:#f8f8f8;border:1px solid #ddd;padding:1em;white-space:pre-wrap;
  font-size:12px}
 """

@@ -52,6 +52,7 @@ def points_index(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             "throttle_names": names,
             "energy_per_call_j": statistics.median(energy) if energy else None,
             "energy_note": next((r["energy_note"] for r in rs if r["energy_note"]), ""),
+            "energy_state": "; ".join(r["energy_state"] for r in rs if r.get("energy_state")),
         }
     return out
 
