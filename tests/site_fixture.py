@@ -10,6 +10,10 @@ for GEMM and softmax at the same commits, records of schema 1 at the first two c
 and schema 2 (energy, power limit) at the last, a failed and a skipped case, a corrupt
 record and a record of an unknown schema, and one kept gate report. No figure of it was
 measured; nothing here runs on a GPU.
+
+Codegen part, real: the records of the CodeSize and Compile suites in
+tests/data/codegen-records.json (tests/codegen_fixture.py says how they were made), placed
+at the last commit on ``kperf-test-cpu``.
 """
 
 from __future__ import annotations
@@ -21,11 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests import codegen_fixture
 from tests.test_asv_commits import _edit, _git
 from tools.asvrun import asv_env, run_asv
 from tools.machine import write_machine_file
 from tools.site.data import TIME_PARAMS
 
+TOOLCHAIN_ROOT = Path(__file__).resolve().parent.parent / ".cache" / "rocm-toolchain"
 CPU_MACHINE = "kperf-test-cpu"
 GPU_MACHINE = "synthetic-fixture"
 GPU_NAME = "synthetic fixture, not a measurement"
@@ -89,6 +95,8 @@ def run_cpu_suites(repo: Path, commits: list[str], tmp: Path) -> dict[str, str]:
     write_machine_file({"machine": CPU_MACHINE, "arch": "x86_64", "gpu": "none"},
                        home / ".asv-machine.json")
     env = asv_env(CPU_MACHINE, repo=repo, cpu_only=True) | {"HOME": str(home)}
+    # the clone has no .cache: its gfx942 compiles use this checkout's toolchain (harness/hip.py)
+    env.setdefault("KPERF_ROCM_ROOT", str(TOOLCHAIN_ROOT))
     hashes = tmp / "hashes.txt"
     hashes.write_text("\n".join(commits) + "\n")
     args = ["run", "--machine", CPU_MACHINE, "--show-stderr", f"HASHFILE:{hashes}"]
@@ -217,6 +225,7 @@ def build_history(source: Path, tmp: Path, assets: Path) -> History:
     env = run_cpu_suites(repo, commits, tmp)
     records = write_gpu_fixture(repo, commits)
     write_gate_report(repo, commits)
+    codegen_fixture.place(codegen_fixture.load(), repo / ".asv", commits[-1], CPU_MACHINE)
     return History(repo=repo, commits=commits, env=env, records=records, assets=assets)
 
 

@@ -6,7 +6,8 @@ tools/publish.py, served from 127.0.0.1 and opened in headless Chromium (Debian'
 ``chromium`` package, driven by Playwright; tools/test.sh installs both) with every request
 to another host aborted. Checked: no request leaves the host, no page error, asv's grid,
 graph and regressions pages render (canvas, no redirect to error.html), the kperf pages are
-reachable by links, and their figures equal the results and records they come from.
+reachable by links, and their figures equal the results and records they come from (the
+codegen page's: real records, tests/codegen_fixture.py; it also opens from disk).
 Screenshots of every page go to ``KPERF_SCREENSHOTS`` (the docs' are made with
 ``KPERF_SCREENSHOTS=docs/img``), else to a temporary folder: a test run leaves the tree as
 it found it.
@@ -28,7 +29,10 @@ from urllib.parse import urlparse
 
 import pytest
 
+from tests import codegen_fixture
 from tests import site_fixture as fx
+from tools.site import codegen_page
+from tools.site.pages import fmt_num
 
 from .conftest import REPO
 from .test_site import needs_assets
@@ -72,8 +76,9 @@ def site(tmp_path_factory) -> Iterator[dict[str, Any]]:
 
         def route(r: Any) -> None:
             url = urlparse(r.request.url)
-            if url.scheme in ("http", "https") and url.hostname == "127.0.0.1" \
-                    and url.port == port:
+            local = url.scheme in ("http", "https") and url.hostname == "127.0.0.1" \
+                and url.port == port
+            if local or url.scheme == "file":
                 r.continue_()
             else:
                 blocked.append(r.request.url)
@@ -308,6 +313,51 @@ def test_telemetry_rows_equal_the_records(site: dict[str, Any]) -> None:
     page.wait_for_function("() => { const p = $('#main-graph').data('plot');"
                            " return p && p.getData().length > 0; }")
     assert "GemmTime" in page.url
+    _assert_clean(site)
+
+
+def test_codegen_page_shows_every_op_beside_triton(site: dict[str, Any]) -> None:
+    page = site["page"]
+    commit = site["history"].commits[-1]
+    page.goto(site["base"] + "index.html")
+    _asv_ready(page)
+    page.click("#nav-li-kperf-codegen a")
+    page.wait_for_url("**/kperf/codegen.html")
+    assert commit[:8] in page.locator(f"h2[id='machine-{fx.CPU_MACHINE}']").inner_text()
+    tables = page.locator("table.codegen")
+    assert tables.evaluate_all("ts => ts.map(t => t.dataset.op)") == list(codegen_fixture.OPS)
+    records = codegen_fixture.load()
+    groups = ["gfx942 · clang19", "gfx942 · rocm-7.2.2", "sm_90a"]
+    for op in codegen_fixture.OPS:
+        table = page.locator(f"table.codegen[data-op='{op}']")
+        assert table.locator("th[data-group]").all_inner_texts() == groups
+        assert table.locator("tr").nth(1).inner_text().split() == ["TileLang", "Triton"] * 3
+        for rec in (r for r in records if r["kind"] == "codegen" and r["op"] == op):
+            group = f"gfx942 · {rec['toolchain']}" if rec["toolchain"] else "sm_90a"
+            for key in ("registers", "shared_bytes", "occupancy", "isa.matrix"):
+                cell = table.locator(f"td[data-group='{group}'][data-backend="
+                                     f"'{rec['params']['backend']}'][data-figure='{key}']")
+                if key in rec["figures"]:
+                    assert json.loads(cell.get_attribute("data-v")) == rec["figures"][key]
+                elif key.startswith("isa."):  # a kind absent from a read mix is 0
+                    assert cell.get_attribute("data-v") == "0"
+                else:  # a figure that binary does not give, with the reason on hover
+                    assert cell.inner_text() == "—" and "not among" in cell.get_attribute("title")
+    summary = page.locator("ul.summary[data-op='gemm']").inner_text()
+    for backend in ("tilelang", "triton"):
+        (timed,) = [r for r in records if r["kind"] == "compile" and r["benchmark"].startswith(
+            "bench_gemm.") and r["params"] == {"target": "gfx942", "dtype": "fp16",
+                                                "backend": backend}
+                    and r["env_name"].endswith("clang19")]
+        seconds = fmt_num(statistics.median(timed["samples"]), 2)
+        assert f"{codegen_page.NAMES[backend]} {seconds} s" in summary
+    _shot(page, "codegen")
+    page.goto((site["html"] / "kperf" / "codegen.html").as_uri())  # from disk, too
+    assert page.locator("table.codegen").count() == len(codegen_fixture.OPS)
+    page.click("nav.kperf >> text=head to head")
+    page.wait_for_url("**/kperf/head-to-head.html")
+    page.click("nav.kperf >> text=codegen")
+    page.wait_for_url("**/kperf/codegen.html")
     _assert_clean(site)
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tools.gate.asvio import load_project_conf
 from tools.gate.errors import GateError
-from tools.site import asv_pages, data, gatepages, headtohead, status, steps
+from tools.site import asv_pages, codegen, codegen_page, data, gatepages, headtohead, status, steps
 
 REPO = Path(__file__).resolve().parent.parent
 GATE_KEEP_DIR = Path(".asv") / "gate-reports"
@@ -184,6 +184,8 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
     (kperf / "head-to-head.html").write_text(
         headtohead.render(views, all_notes, commit_url, subjects, found,
                           conf.get("regressions_thresholds")))
+    codegen_notes = codegen_page.write(kperf, codegen.roots_beside(record_roots), revisions,
+                                       commit_url, git_repo)
 
     reports = data.read_gate_reports(gate_roots, gate_notes)
     thresholds = data.read_thresholds(repo / "thresholds.json", gate_notes)
@@ -193,7 +195,7 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
     if leaks:
         problems.append("pages that still load from another host: " + ", ".join(leaks[:20]))
         offline = False
-    notes = data.Notes(all_notes.items + gate_notes.items)
+    notes = data.Notes(all_notes.items + codegen_notes.items + gate_notes.items)
     (kperf / "index.html").write_text(status.render(
         machines=machines, files=files, benchmarks=benchmarks, n_records=len(recs),
         n_rows=len(rows), n_reports=len(reports), notes=notes, problems=problems,

@@ -132,6 +132,8 @@ NAV_ANCHOR = '<li id="nav-li-regressions"><a href="#/regressions">Regressions</a
 NAV_KPERF = (
     '<li id="nav-li-kperf-h2h"><a href="kperf/head-to-head.html" title="TileLang, Triton and '
     'torch per case">Head to head</a></li>'
+    '<li id="nav-li-kperf-codegen"><a href="kperf/codegen.html" title="registers, LDS, '
+    'occupancy, instruction mix and compile time, TileLang beside Triton">Codegen</a></li>'
     '<li id="nav-li-kperf-telemetry"><a href="kperf/telemetry.html" title="clock, power and '
     'throttle state of every timed point">Clocks</a></li>'
     '<li id="nav-li-kperf-gate"><a href="kperf/gate/index.html" title="the PR gate\'s kept '

@@ -40,6 +40,7 @@ pre.md{background:#f8f8f8;border:1px solid #ddd;padding:1em;white-space:pre-wrap
 NAV = (("../index.html", "asv: benchmarks", "asv"),
        ("../index.html#/regressions", "regressions", "regressions"),
        ("head-to-head.html", "head to head", "h2h"),
+       ("codegen.html", "codegen", "codegen"),
        ("telemetry.html", "clocks &amp; power per point", "telemetry"),
        ("gate/index.html", "gate reports", "gate"),
        ("index.html", "site status", "status"))
