@@ -151,9 +151,12 @@ def test_the_runs_summary_counts_trials_and_why_they_stopped(tmp_path: Path) -> 
 
 
 @pytest.mark.gpu
-def test_on_the_gpu_a_bandwidth_bound_kernel_stops_early_at_the_same_median() -> None:
-    """A 256 MB copy (~110 us on an H200): its trials agree far within 0.1%, so it stops at
-    the minimum, where its median is the one ten trials give."""
+def test_on_the_gpu_a_bandwidth_bound_kernel_stops_early_where_ten_trials_agree() -> None:
+    """A 256 MB copy (~130 us on an H200): its trials agree far within 0.1%, so it stops
+    well before ten trials, and where it would stop in a ten-trial measurement the median
+    is that of all ten. (Two measurements one after the other sat 0.5% apart on an H200,
+    2026-12-03: a measurement's level moves more than its trials' median is uncertain, so
+    the comparison is within one measurement.)"""
     import statistics
 
     import torch
@@ -167,11 +170,14 @@ def test_on_the_gpu_a_bandwidth_bound_kernel_stops_early_at_the_same_median() ->
     base = dict(min_trial_s=0.1, warmup_min_s=1.0, trials=10, energy_s=0)
     fixed = measure(calls, device, Plan(**base))
     adaptive = measure(calls, device, Plan(**base, stop_rel_ci=0.001, min_trials=3))
-    print(f"fixed {statistics.median(fixed.samples) * 1e6:.2f} us ({len(fixed.samples)}), "
+    stop_at = next(n for n in range(3, 11)
+                   if (median_rel_half_width(fixed.samples[:n]) or 1.0) <= 0.001)
+    early, all_ten = (statistics.median(fixed.samples[:stop_at]),
+                      statistics.median(fixed.samples))
+    print(f"ten trials {all_ten * 1e6:.2f} us, the first {stop_at} {early * 1e6:.2f} us; "
           f"adaptive {statistics.median(adaptive.samples) * 1e6:.2f} us "
           f"({len(adaptive.samples)}, {adaptive.trials_stop}, "
           f"half-width {adaptive.median_rel_half_width:.4%})")
     assert fixed.trials_stop == "fixed" and len(fixed.samples) == 10
     assert adaptive.trials_stop == "precise" and len(adaptive.samples) < 10
-    assert statistics.median(adaptive.samples) == pytest.approx(
-        statistics.median(fixed.samples), rel=0.003)
+    assert stop_at < 10 and early == pytest.approx(all_ten, rel=0.002)

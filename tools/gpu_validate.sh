@@ -47,7 +47,9 @@ set -u
 out=${OUT:?set OUT}
 source tools/offline_env.sh "${KPERF_BUNDLE:-.gpu/site.tar.xz}" .gpu/asvwhl
 export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
-if ! git rev-parse HEAD >/dev/null 2>&1; then
+# Its own repository: a copy sent inside another checkout (a folder of it) would otherwise
+# commit into that one, and asv's "repo": "." could not clone the folder.
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" != "$(pwd -P)" ]; then
   git init -q && git add -A && git -c user.email=k@p -c user.name=kperf commit -qm snapshot
 fi
 commit() { git -c user.email=k@p -c user.name=kperf commit -q "$@"; }
