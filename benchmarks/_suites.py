@@ -17,6 +17,7 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,31 @@ BASELINE_POLICY = "KPERF_BASELINE"
 # the seven compile suites were ~200 s of a run whose kernels had not changed.
 COMPILE_POLICY = "KPERF_COMPILE"
 TIMING_POLICIES = ("changed", "every")
+# Adaptive trials (harness/timing.py, ``Plan.stop_rel_ci``): a case stops sampling once the
+# 95% interval of its median is within this share of its class's smallest reported change
+# (thresholds.json: ``min_ratio`` of the class of the first rule its Time name matches),
+# e.g. 0.1% for a bandwidth-bound kernel at 0.5%. Then the trials' own uncertainty adds
+# little to what moves a case between runs of one commit (0.24% for the row ops, median,
+# H200, 2026-12-02, docs/perf.md "Midday of 2026-12-02"). KPERF_PLAN's ``stop_rel_ci``,
+# where given, wins (0: every case takes its ``trials``).
+PRECISION_SHARE = 0.2
+THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.json"
+
+
+def case_name(benchmark: str, combo: Sequence[Any]) -> str:
+    """``benchmark(param, ...)`` with each parameter's repr: how asv's ``-b`` and the
+    gate's rules (thresholds.json) name a case."""
+    return f"{benchmark}({', '.join(map(repr, combo))})"
+
+
+def trial_precision(name: str, thresholds: Path = THRESHOLDS) -> float:
+    """``Plan.stop_rel_ci`` for the case ``name``: PRECISION_SHARE of its class's
+    ``min_ratio`` (0, no early stop, for a class without one or no matching rule)."""
+    raw = json.loads(thresholds.read_text())
+    for rule in raw["rules"]:
+        if re.search(rule["match"], name):
+            return PRECISION_SHARE * float(raw["classes"][rule["class"]].get("min_ratio", 0))
+    return 0.0
 
 
 def _bench_name(obj: object, method: str) -> str:
@@ -81,11 +107,13 @@ class _CaseSuite:
         name = _bench_name(self, self.method)
         return [dict(zip(("op", *self.param_names), (self.op, *combo), strict=True))
                 for combo in itertools.product(*self.params)
-                if not regexes or any(re.search(r, f"{name}({', '.join(map(repr, combo))})")
-                                      for r in regexes)]
+                if not regexes or any(re.search(r, case_name(name, combo)) for r in regexes)]
 
     def _measure(self) -> dict[str, Any]:
         plan = json.loads(os.environ.get("KPERF_PLAN", "{}"))
+        if "stop_rel_ci" not in plan:
+            combo = [self.spec[k] for k in self.param_names]
+            plan["stop_rel_ci"] = trial_precision(case_name(_time_name(type(self)), combo))
         result = self.worker.request({"op": "measure", "spec": self.spec, "plan": plan,
                                       "consumer": self.consumer}, MEASURE_TIMEOUT_S)
         if result["fresh"]:  # one record per measurement, whichever benchmark reads it first

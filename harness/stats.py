@@ -146,20 +146,22 @@ def adjust(p_values: Sequence[float], method: str) -> list[float]:
 
 
 def label(change: Comparison, same: Comparison, q_value: float, alpha: float,
-          min_ratio: float) -> str:
+          min_ratio: float, same_ratio: float | None = None) -> str:
     """SLOW / FAST / SAME / NOISY for one quantity at one look.
 
     SLOW needs significance after the suite-wide correction (``q_value < alpha``, the
     look's share) and a ratio of at least ``1 + min_ratio``; FAST is the mirror image
     (thresholds symmetric in log space). SAME needs ``same``'s interval (two one-sided
-    tests at the look's share of beta) inside the band of changes too small to matter.
-    Anything else cannot be decided from these rounds yet.
+    tests at the look's share of beta) inside the band of changes too small to matter,
+    ``same_ratio`` wide (default ``min_ratio``; wider leaves a zone between the two where
+    either verdict may come). Anything else cannot be decided from these rounds yet.
     """
     up, down = 1.0 + min_ratio, 1.0 / (1.0 + min_ratio)
     if q_value < alpha and change.ratio >= up:
         return "SLOW"
     if q_value < alpha and change.ratio <= down:
         return "FAST"
-    if down <= same.ci_low and same.ci_high <= up:
+    band = min_ratio if same_ratio is None else same_ratio
+    if 1.0 / (1.0 + band) <= same.ci_low and same.ci_high <= 1.0 + band:
         return "SAME"
     return "NOISY"

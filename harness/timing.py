@@ -29,6 +29,7 @@ power, and a bandwidth-bound kernel's time moves with it (H200, 2026-12-02, docs
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -104,6 +105,14 @@ class Plan:
     # ... this many bursts back to back; the figure is the median of their energies per
     # call and the record keeps each, so their spread shows (all H200 figures so far: 1)
     energy_bursts: int = 1
+    # Adaptive trials (0 turns them off: every measurement takes ``trials``). After each
+    # trial from ``min_trials`` on, sampling stops once the 95% interval of the trials'
+    # median is within ``stop_rel_ci`` of it (``median_rel_half_width``); ``trials`` is
+    # the most it takes. Not at the power cap: there trials follow the power controller's
+    # ~1 s clock cycle, so a few of them agree within one phase of it and their interval
+    # says nothing of the others (docs/perf.md "Late evening of 2026-12-01").
+    stop_rel_ci: float = 0.0
+    min_trials: int = 3
 
     def with_overrides(self, **kw: Any) -> Plan:
         return Plan(**{**asdict(self), **kw})
@@ -143,6 +152,12 @@ class Measurement:
     # Each warm-up trial: end (s after the warm-up began), median seconds per call, SM
     # clock and board power. What settling took, case by case, from whole-suite runs.
     warmup_trace: list[dict[str, float | None]] = field(default_factory=list)
+    # Why the trials ended (``trials_stop``): "fixed" (adaptive trials off), "precise"
+    # (the median known to ``stop_rel_ci``), "max_trials" (not precise within the most),
+    # "at_cap" (no early stop at the power cap). ``median_rel_half_width``: the 95%
+    # interval's half-width over the median at the end (None: fewer than 2 trials).
+    trials_stop: str = "fixed"
+    median_rel_half_width: float | None = None
 
     def asv_result(self) -> dict[str, Any]:
         """The shape asv parses as a timing: median, CI and Mann-Whitney over samples."""
@@ -309,7 +324,8 @@ def measure(
         trials = plan.trials_at_cap if warm.at_cap and plan.trials_at_cap else plan.trials
         samples, windows, spans, queued = [], [], [], []
         by_set: dict[int, list[float]] = {}
-        for _ in range(trials):
+        stop = _trials_stop(plan, warm.at_cap, samples)
+        while len(samples) < trials and stop != "precise":
             t0 = clock()
             times = runner.time_reps(reps)
             t1 = clock()
@@ -319,6 +335,7 @@ def measure(
             queued.append(runner.reps_queued)
             windows.append(sampler.window(t0, t1))
             spans.append(t1 - t0)
+            stop = _trials_stop(plan, warm.at_cap, samples)
         bursts = _energy_bursts(runner, plan, sampler, statistics.median(samples), clock)
         # readings trail the work by the source's lag: wait so the last window is filled
         if source.lag_s or bursts:
@@ -351,7 +368,41 @@ def measure(
         host_rep_s=host_rep_s,
         rep_hold_s=runner.rep_hold_s,
         warmup_trace=warm.trace,
+        trials_stop=stop,
+        median_rel_half_width=median_rel_half_width(samples),
     )
+
+
+# Student's t at 97.5% by degrees of freedom (1-30); beyond, the normal's 1.96 within 4%
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def median_rel_half_width(samples: Sequence[float]) -> float | None:
+    """The half-width of a 95% interval of the samples' median, over the median: Student's
+    t times the median's standard error for near-normal samples, sqrt(pi / 2) s / sqrt(n).
+    A trial is the median of hundreds of reps, so trials scatter near-normally; one that
+    caught a hiccup widens the interval, and sampling goes on."""
+    n = len(samples)
+    median = statistics.median(samples) if samples else 0.0
+    if n < 2 or median <= 0:
+        return None
+    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
+    return t * math.sqrt(math.pi / 2) * statistics.stdev(samples) / math.sqrt(n) / median
+
+
+def _trials_stop(plan: Plan, at_cap: bool, samples: Sequence[float]) -> str:
+    """Why the trials would end after ``samples`` (``Measurement.trials_stop``)."""
+    if plan.stop_rel_ci <= 0:
+        return "fixed"
+    if at_cap:
+        return "at_cap"
+    if len(samples) >= plan.min_trials:
+        width = median_rel_half_width(samples)
+        if width is not None and width <= plan.stop_rel_ci:
+            return "precise"
+    return "max_trials"
 
 
 ENERGY_POLL_S = 0.002  # the counter's update instants to ~2 ms during the burst

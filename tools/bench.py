@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -76,7 +77,34 @@ def main(argv: list[str] | None = None) -> int:
                                REPO / ".asv" / "records", publish=not args.no_publish)
     print(summary(REPO / ".asv" / "results" / info["machine"], shas,
                   time.monotonic() - started, since=started_at, regexes=benches))
+    trials = trials_summary(REPO / ".asv" / "records", since=started_at)
+    if trials:
+        print(trials)
     return code
+
+
+def trials_summary(records: Path, since: float = 0.0) -> str:
+    """How many trials the run's measurements took and why they stopped (harness/timing.py,
+    adaptive trials), from the records written at or after ``since`` ('' if none)."""
+    taken: list[int] = []
+    stops: dict[str, int] = {}
+    for path in records.rglob("*.json") if records.is_dir() else []:
+        if path.stat().st_mtime < since:  # an earlier run's: not read at all
+            continue
+        try:
+            m = json.loads(path.read_text()).get("measurement") or {}
+        except (OSError, json.JSONDecodeError):
+            continue  # the site's telemetry page names unreadable records
+        if not m.get("samples"):
+            continue
+        taken.append(len(m["samples"]))
+        stop = m.get("trials_stop", "fixed")
+        stops[stop] = stops.get(stop, 0) + 1
+    if not taken:
+        return ""
+    why = ", ".join(f"{n} {stop}" for stop, n in sorted(stops.items(), key=lambda kv: -kv[1]))
+    return (f"kperf: trials: {len(taken)} measurements, median {statistics.median(taken):g} "
+            f"({min(taken)}-{max(taken)}), {sum(taken)} in all; stopped: {why}")
 
 
 def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,

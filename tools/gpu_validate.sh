@@ -20,9 +20,12 @@
 #                              where aa commits comment-only edits of every kernel file, edit
 #                              of one op's (GATE_EDIT_OP, default fp8_gemm: the other ops' cases
 #                              are SAME unmeasured), inject one that
-#                              grows GEMM square-8192's K by 3.1% and softmax logits-4k's rows by 1%
-#                              and drops the FP8 GEMMs' grouped tile order (more HBM traffic, more
-#                              energy per call); again reruns the last comparison (a new device call
+#                              grows GEMM square-8192's K by 2.3% (a power-capped GEMM) and RMSNorm
+#                              llama3-8b.hidden's rows by 1% (a bandwidth-bound op) and edits every
+#                              other kernel file's comments, so the other ops' cases are measured as
+#                              an A/A beside them (until 2026-12-03 it grew K by 3.1% and softmax
+#                              logits-4k's rows by 1% and dropped the FP8 GEMMs' grouped tile order,
+#                              the other ops left unmeasured); again reruns the last comparison (a new device call
 #                              re-sends the working tree, which this script then commits on top:
 #                              "again" in a later call compares that commit with the last one), resume
 #                              goes on with a gate the call's limit cut off
@@ -44,7 +47,9 @@ set -u
 out=${OUT:?set OUT}
 source tools/offline_env.sh "${KPERF_BUNDLE:-.gpu/site.tar.xz}" .gpu/asvwhl
 export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
-if ! git rev-parse HEAD >/dev/null 2>&1; then
+# Its own repository: a copy sent inside another checkout (a folder of it) would otherwise
+# commit into that one, and asv's "repo": "." could not clone the folder.
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" != "$(pwd -P)" ]; then
   git init -q && git add -A && git -c user.email=k@p -c user.name=kperf commit -qm snapshot
 fi
 commit() { git -c user.email=k@p -c user.name=kperf commit -q "$@"; }
@@ -138,12 +143,14 @@ print('imported $mods', flush=True); time.sleep(30)" &
             printf '\n# a comment-only change of one op\n' >> "$f"; done
           commit -am "one op edited, comments only: $op" ;;
         inject)
-          sed -i 's/Case("square-8192", {"M": 8192, "N": 8192, "K": 8192}/Case("square-8192", {"M": 8192, "N": 8192, "K": 8448}/' kernels/gemm/spec.py
-          sed -i 's/Case("llama3-8b.logits-4k", {"M": 4096,/Case("llama3-8b.logits-4k", {"M": 4137,/' kernels/softmax/spec.py
-          sed -i 's/"sm_90a": Config(BM=128, BN=128, BK=128, GROUP_M=8,/"sm_90a": Config(BM=128, BN=128, BK=128, GROUP_M=1,/' kernels/fp8_gemm/triton_fp8_gemm.py
-          sed -i 's/swizzle_panel=10, promote=True/swizzle_panel=0, promote=True/' kernels/fp8_gemm/tilelang_fp8_gemm.py
-          git diff --stat
-          commit -am "injected: square-8192 K +3.1%, logits-4k rows +1%, FP8 GEMM tile order without grouping (more HBM traffic per call)" ;;
+          for f in kernels/*/tilelang_*.py kernels/*/triton_*.py; do
+            printf '\n# injected run: a comment-only change\n' >> "$f"; done
+          sed -i 's/Case("square-8192", {"M": 8192, "N": 8192, "K": 8192}/Case("square-8192", {"M": 8192, "N": 8192, "K": 8384}/' kernels/gemm/spec.py
+          sed -i 's/Case("llama3-8b.hidden", {"M": 16384, "N": 4096}/Case("llama3-8b.hidden", {"M": 16548, "N": 4096}/' kernels/rmsnorm/spec.py
+          grep -q '"K": 8384' kernels/gemm/spec.py && grep -q '"M": 16548' kernels/rmsnorm/spec.py \
+            || echo "inject: a spec did not change (its line moved?)"
+          git diff --stat | tail -1
+          commit -am "injected: square-8192 K +2.3%, RMSNorm llama3-8b.hidden rows +1%, comments elsewhere" ;;
       esac
       n=$(ls -d "$out"/gate-* 2>/dev/null | wc -l)
       flags=(--base HEAD~1 --head HEAD --label sm_90 --pr-dir .asv/pr-gate --out .asv/pr-gate)

@@ -32,6 +32,8 @@ class KernelClass:
     sd_floor: float = 0.0  # the smallest round-to-round spread (of log ratios) believed
     pair_offset_sd: float = 0.0  # spread of the offsets of pairs of worker processes
     exact: bool = False
+    same_ratio: float | None = None  # SAME's band where wider than min_ratio (None: min_ratio)
+    level_by_placement: bool = False  # a block's figure: the mean of its placed copies' medians
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,11 @@ class Thresholds:
             raise ConfigError(path, f"max_rounds {seq.max_rounds} is below min_rounds "
                                     f"{seq.min_rounds}", "/sequential/max_rounds")
         classes = {name: _klass(name, spec) for name, spec in raw["classes"].items()}
+        for name, klass in classes.items():
+            if klass.same_ratio is not None and klass.same_ratio < klass.min_ratio:
+                raise ConfigError(path, f"same_ratio {klass.same_ratio} is below min_ratio "
+                                        f"{klass.min_ratio}: changes between the two could "
+                                        f"never be decided", f"/classes/{name}/same_ratio")
         rules = tuple(_rule(path, i, r, classes) for i, r in enumerate(raw["rules"]))
         for i, regex in enumerate(raw["pr_subset"]):
             _compile(path, f"/pr_subset/{i}", regex)
@@ -138,8 +145,11 @@ def _at_cap_class(path: Path, name: str, classes: dict[str, KernelClass]) -> str
 def _klass(name: str, spec: dict[str, Any]) -> KernelClass:
     if spec.get("exact"):
         return KernelClass(name, exact=True)
+    same = spec.get("same_ratio")
     return KernelClass(name, float(spec["min_ratio"]), float(spec["sd_floor"]),
-                       float(spec.get("pair_offset_sd", 0.0)))
+                       float(spec.get("pair_offset_sd", 0.0)),
+                       same_ratio=None if same is None else float(same),
+                       level_by_placement=bool(spec.get("level_by_placement", False)))
 
 
 def _compile(path: Path, pointer: str, regex: str) -> re.Pattern[str]:

@@ -58,11 +58,19 @@ class Block:
             return 0.0
         return statistics.pstdev(self.samples) / statistics.fmean(self.samples)
 
-    def level(self) -> float:
+    def level(self, by_placement: bool = False) -> float:
         """Its time per call: at the power cap the mean of its trials, elsewhere their
         median. At the cap the clock swings in a cycle of ~1 s, so 1.5 s of trials hold a
         cycle and a half and their median depends on the phase they started at; the mean
-        is the time average a user gets (docs/gate.md, "At the power cap")."""
+        is the time average a user gets (docs/gate.md, "At the power cap").
+
+        ``by_placement`` (a class's ``level_by_placement``): the mean over its placed
+        copies of each copy's median, where it has them. A kernel whose time follows where
+        its inputs lie (a decode GEMM read 88 or ~101 us by placement, docs/perf.md) has
+        trials whose median jumps between the copies' levels with the count of calls
+        each copy got; the mean over copies weighs every copy once."""
+        if by_placement and len(self.input_set_medians_s) > 1:
+            return statistics.fmean(self.input_set_medians_s)
         if not self.samples:
             return float(self.value)
         return (statistics.fmean if self.at_cap else statistics.median)(self.samples)
@@ -77,9 +85,9 @@ class Block:
         known = [p for p in self.power_w if p]
         return statistics.fmean(known) if known else None
 
-    def energy_per_call_j(self) -> float | None:
+    def energy_per_call_j(self, by_placement: bool = False) -> float | None:
         power = self.power()
-        return power * self.level() if power else None
+        return power * self.level(by_placement) if power else None
 
     def power_capped(self, th: Thresholds) -> bool:
         """The power controller lowered its clock: a power-cap throttle bit, where the
@@ -258,14 +266,16 @@ def compare_groups(d: list[list[float]], level: float, klass: KernelClass) -> st
 
 
 def log_ratio_groups(groups: Sequence[Sequence[tuple[Block, Block]]],
-                     cycles: bool = False) -> list[list[float]]:
+                     cycles: bool = False, by_placement: bool = False) -> list[list[float]]:
     """Each pair of workers' rounds as log ratios (of time, or of cycles: time x clock)."""
-    return [_log_ratios(g, cycles) for g in groups]
+    return [_log_ratios(g, cycles, by_placement) for g in groups]
 
 
-def _log_ratios(pairs: Sequence[tuple[Block, Block]], cycles: bool) -> list[float]:
+def _log_ratios(pairs: Sequence[tuple[Block, Block]], cycles: bool,
+                by_placement: bool = False) -> list[float]:
     def value(b: Block) -> float:
-        return b.level() * (b.clock() or 1.0) if cycles else b.level()
+        level = b.level(by_placement)
+        return level * (b.clock() or 1.0) if cycles else level
 
     return [math.log(value(h) / value(b)) for b, h in pairs]
 
@@ -311,8 +321,9 @@ def assess(data: CaseData, th: Thresholds, upto: int | None) -> Verdict | _Teste
     if not pairs:
         v.reason = "no round measured both sides"
         return v
-    v.before = statistics.median(b.level() for b, _ in pairs)
-    v.after = statistics.median(h.level() for _, h in pairs)
+    placed = klass.level_by_placement
+    v.before = statistics.median(b.level(placed) for b, _ in pairs)
+    v.after = statistics.median(h.level(placed) for _, h in pairs)
     v.ratio = v.after / v.before if v.before else None
     if klass.exact:
         return _exact(v, pairs)
@@ -340,12 +351,13 @@ def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,
             klass: KernelClass, data: CaseData, upto: int | None) -> _Tested:
     who = attribute(pairs, th)
     v.attribution = who.kind
+    placed = klass.level_by_placement
     clocks = [(b.clock(), h.clock()) for b, h in pairs]
     if all(cb and ch for cb, ch in clocks):
         v.clock_base_mhz = statistics.median(cb for cb, _ in clocks)
         v.clock_head_mhz = statistics.median(ch for _, ch in clocks)
-        v.cycles_ratio = math.exp(statistics.fmean(_log_ratios(pairs, True)))
-    energies = [(b.energy_per_call_j(), h.energy_per_call_j()) for b, h in pairs]
+        v.cycles_ratio = math.exp(statistics.fmean(_log_ratios(pairs, True, placed)))
+    energies = [(b.energy_per_call_j(placed), h.energy_per_call_j(placed)) for b, h in pairs]
     if all(eb and eh for eb, eh in energies):
         v.energy_ratio = math.exp(statistics.fmean(math.log(eh / eb) for eb, eh in energies))
         v.power_w = (statistics.median(b.power() for b, _ in pairs),
@@ -353,8 +365,8 @@ def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,
     limits = [blk.power_limit_w for pair in pairs for blk in pair if blk.power_limit_w]
     v.power_limit_w = min(limits) if limits else None
     groups = data.groups(upto)
-    return _Tested(v, klass, log_ratio_groups(groups),
-                   log_ratio_groups(groups, True) if who.kind == "environment" else None)
+    return _Tested(v, klass, log_ratio_groups(groups, by_placement=placed),
+                   log_ratio_groups(groups, True, placed) if who.kind == "environment" else None)
 
 
 def decide_look(cases: Sequence[CaseData], th: Thresholds, upto: int | None, look: int,
@@ -382,13 +394,13 @@ def _finish(t: _Tested, q: float, alpha_k: float, beta_k: float, look: int) -> V
     change, same = t.compare(t.time, CHANGE_LEVEL), t.compare(t.time, 1.0 - 2.0 * beta_k)
     v.p_value, v.q_value, v.look, v.ratio = change.p_value, q, look, change.ratio
     v.ci = (same.ci_low, same.ci_high)
-    time_label = stats.label(change, same, q, alpha_k, k.min_ratio)
+    time_label = stats.label(change, same, q, alpha_k, k.min_ratio, k.same_ratio)
     if t.cycles is None:
         _apply(v, time_label, _code_note(v) if v.attribution == "code" else "")
         return v
     c_change, c_same = (t.compare(t.cycles, CHANGE_LEVEL),
                         t.compare(t.cycles, 1.0 - 2.0 * beta_k))
-    cycle_label = stats.label(c_change, c_same, q, alpha_k, k.min_ratio)
+    cycle_label = stats.label(c_change, c_same, q, alpha_k, k.min_ratio, k.same_ratio)
     clocks = (f"clocks differed (base {v.clock_base_mhz:.0f} MHz, head "
               f"{v.clock_head_mhz:.0f} MHz) from outside")
     if time_label == cycle_label and time_label != "NOISY":

@@ -85,9 +85,10 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
             f"; {v.reason}" if v.reason else "")
         return v
     klass = th.classes[v.klass]
-    moved = [statistics.median(h.level() / b.level() for b, h in pairs)]
+    placed = klass.level_by_placement
+    moved = [statistics.median(h.level(placed) / b.level(placed) for b, h in pairs)]
     if v.attribution == "environment":
-        moved.append(statistics.median(h.level() * h.clock() / (b.level() * b.clock())
+        moved.append(statistics.median(h.level(placed) * h.clock() / (b.level(placed) * b.clock())
                                        for b, h in pairs))
     up = 1.0 + klass.min_ratio
     raw = ("SLOW" if all(r >= up for r in moved) else
@@ -98,8 +99,8 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
                     f"(re-measure alone moved " + ", ".join(f"x{r:.3f}" for r in moved) + ")")
         return v
     groups = data.groups(confirm=None)
-    time = log_ratio_groups(groups)
-    cycles = log_ratio_groups(groups, True) if v.attribution == "environment" else None
+    time = log_ratio_groups(groups, by_placement=placed)
+    cycles = log_ratio_groups(groups, True, placed) if v.attribution == "environment" else None
     together = compare_groups(time, CHANGE_LEVEL, klass)
     p_together = claim_p(time, cycles, klass)  # as every look judges it
     # At the run's alpha, not the flagging look's share of it: the look already held the
