@@ -42,15 +42,17 @@ from harness.worker import WorkerClient, WorkerSpec, device_key
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
 # Input sets as made (seeded), kept on the GPU so that a case's other backends get copies
 # instead of making them again. Drawn on the host, that saved a large case's torch backend
-# 1.6-5.6 s (H200 machine, 2026-12-01, docs/perf.md); drawn on the GPU since 2026-12-02,
-# a set takes milliseconds either way.
+# 1.6-5.6 s (H200 machine, 2026-12-01, docs/journal/2026-12-01.md); drawn on the GPU since
+# 2026-12-02, a set takes milliseconds either way.
 INPUT_SETS_BYTES = int(float(os.environ.get("KPERF_INPUT_SETS_GB", "8")) * 2**30)
 # Pads in front of placed copies (plan key placements): up to this many 2 MiB pages.
 PAD_PAGES = 64
-# A cold TileLang compile of the largest kernel took ~20 s on the CPU machine (docs/perf.md).
+# A cold TileLang compile of the largest kernel took ~20 s on the CPU machine
+# (docs/journal/2026-12-01.md).
 PREPARE_TIMEOUT_S = 600.0
 # Backends whose build is the compile (TileLang: nvcc, 4.7-7.3 s a kernel to first result on
-# the H200 machine, 2026-12-01, docs/perf.md); a Triton kernel compiles at its first launch.
+# the H200 machine, 2026-12-01, docs/journal/2026-12-01.md); a Triton kernel compiles at its first
+# launch.
 COMPILE_AHEAD_BACKENDS = ("tilelang",)
 # Processes that compile a cold op's other kernels at once: each imports torch and the
 # compiler (~1.5 GB of host memory), and the host keeps cores for the worker and asv.
@@ -264,8 +266,8 @@ class CaseRunner:
         """The case with its inputs copied to ``placements`` new places in device memory,
         each behind a pad of random size, its calls cycling over all copies, and the L2
         flush buffer moved too (plan key ``placements``). Where a worker's buffers lie
-        sets its offset on bandwidth-bound kernels: docs/perf.md, "Where a worker's offset
-        comes from". The copies live for one measurement (``release_placed``)."""
+        sets its offset on bandwidth-bound kernels: docs/journal/2026-12-01.md, "Where a worker's
+        offset comes from". The copies live for one measurement (``release_placed``)."""
         import torch
 
         device = next(t.device for t in prepared.inputs[0] if isinstance(t, torch.Tensor))

@@ -42,8 +42,8 @@ TIMING_POLICIES = ("changed", "every")
 # (thresholds.json: ``min_ratio`` of the class of the first rule its Time name matches),
 # e.g. 0.1% for a bandwidth-bound kernel at 0.5%. Then the trials' own uncertainty adds
 # little to what moves a case between runs of one commit (0.24% for the row ops, median,
-# H200, 2026-12-02, docs/perf.md "Midday of 2026-12-02"). KPERF_PLAN's ``stop_rel_ci``,
-# where given, wins (0: every case takes its ``trials``).
+# H200, 2026-12-02, docs/journal/2026-12-02.md "Midday of 2026-12-02"). KPERF_PLAN's
+# ``stop_rel_ci``, where given, wins (0: every case takes its ``trials``).
 PRECISION_SHARE = 0.2
 THRESHOLDS = Path(__file__).resolve().parent.parent / "thresholds.json"
 
@@ -74,7 +74,7 @@ class _CaseSuite:
 
     The benchmark process only names the case: a measurement worker for this commit's
     environment and GPU (``_case.worker_client``) compiles, checks and times it, and keeps
-    all of that warm for the next case (docs/perf.md, "Suite throughput"). A compile
+    all of that warm for the next case (docs/journal/2026-12-01.md, "Suite throughput"). A compile
     error, a wrong or NaN result, a crash or a hang of the worker fails this case only.
     """
 
@@ -136,7 +136,8 @@ class _TimeSuite(_CaseSuite):
     # One round: every round of a commit's run is measured by the same worker process, so
     # a second round repeats what the first saw (a process's offset included, which on an
     # H200 on 2026-12-01 reached 2.5% for a bandwidth-bound kernel while its rounds agreed
-    # to 0.05%, docs/perf.md); it doubled the suite's time for no independent replicate.
+    # to 0.05%, docs/journal/2026-12-01.md); it doubled the suite's time for no independent
+    # replicate.
     track_time.rounds = 1
 
 
@@ -452,7 +453,7 @@ class _CompileTime:
         1.4x for TileLang; after an untimed RMSNorm compile for the same target and
         backend, the op's first took what its next three took, and the RMSNorm compile
         cost 0.4-2.5 s where the op's own first took 0.8-6.4 s (CPU machine, 2026-12-02,
-        docs/perf.md "The compile suites' first compile"). Without a primer at this
+        docs/journal/2026-12-02.md "The compile suites' first compile"). Without a primer at this
         commit, or one this stack cannot build, the op's own kernel primes, which also
         turns a kernel this stack cannot build into a skip here."""
         from kernels.registry import get_op

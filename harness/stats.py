@@ -41,7 +41,7 @@ def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: fl
     Inside a pair the rounds scatter by ``s`` (pooled, at least ``sd_floor``); each pair
     also carries an offset of its own (where its processes placed their buffers, most
     likely: on an H200 on 2026-12-01 two pairs of the same code sat up to 2.5% apart while
-    each pair's rounds agreed to 0.05%, docs/perf.md). The offsets' spread ``tau`` is
+    each pair's rounds agreed to 0.05%, docs/journal/2026-12-01.md). The offsets' spread ``tau`` is
     estimated from the pairs' means (DerSimonian-Laird) and never taken below
     ``tau_floor``, the spread measured on
     the hardware: one pair alone cannot show how far its offset is from the truth. With

@@ -21,10 +21,10 @@ In ``events`` mode a trial's worth of reps first shows whether the host stays ah
 it ends fewer than ``host_ahead_reps`` reps ahead, every rep gets a hold of its own
 before the start event, longer than the host needs to queue the call behind it
 (``rep_hold_s``). A 12 us SwiGLU read 11.7 us in one run and 17-20 us in another
-without either (H200, 2026-12-02, docs/perf.md). The hold is given only where the host
+without either (H200, 2026-12-02, docs/journal/2026-12-02.md). The hold is given only where the host
 was seen to fall behind: a hold idles the GPU between reps, which lowers the board's
-power, and a bandwidth-bound kernel's time moves with it (H200, 2026-12-02, docs/perf.md
-"A hold given where none was needed").
+power, and a bandwidth-bound kernel's time moves with it (H200, 2026-12-02,
+docs/journal/2026-12-02.md "A hold given where none was needed").
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ class Plan:
     trials: int = 10  # samples of one measurement (an asv sample each; a gate block: fewer)
     # ... when the warm-up ended at the power cap (0: ``trials``). There the power
     # controller swings the clock in a cycle of ~0.5-1 s, so a trial of 100 ms reads one
-    # phase of it and trials spread 1-3% (H200, 2026-12-01, docs/perf.md "Late evening"):
-    # more trials cover whole cycles.
+    # phase of it and trials spread 1-3% (H200, 2026-12-01, docs/journal/2026-12-01.md "Late
+    # evening"): more trials cover whole cycles.
     trials_at_cap: int = 0
     min_trial_s: float = 0.1  # NVML refreshes every ~100 ms: shorter windows hold stale clocks
     min_reps: int = 10
@@ -58,29 +58,29 @@ class Plan:
     # No warm-up ends before the board's power reading (NVML's: a ~1 s average) covers the
     # kernel's own load: until then neither the power rules below nor the clock can tell
     # whether it will reach the cap. With 0.3 s, 56 of 253 warm-ups of one H200 session
-    # (2026-12-02, docs/perf.md "Morning of 2026-12-02") ended under the cap within 1 s
-    # and their trials then reached it (14 capped GEMMs read 1.7% fast, median); 1 s
+    # (2026-12-02, docs/journal/2026-12-02.md "Morning of 2026-12-02") ended under the cap within
+    # 1 s and their trials then reached it (14 capped GEMMs read 1.7% fast, median); 1 s
     # would have cost those records 0.14 s a measurement.
     warmup_min_s: float = 1.0
     # 252 of 253 warm-ups of an H200 session (0.3 s minimum) settled, in 1.63 s (median;
-    # p90 1.83 s, longest 3.77 s; 2026-12-02, docs/perf.md "Morning of 2026-12-02")
+    # p90 1.83 s, longest 3.77 s; 2026-12-02, docs/journal/2026-12-02.md "Morning of 2026-12-02")
     warmup_max_s: float = 5.0
     settle_trials: int = 3  # consecutive warm-up trials that must agree
     settle_tol: float = 0.01  # relative spread of those trials (time and clock)
     # ... and of their board power: NVML's is a ~1 s average, and a power-capped kernel's
     # clock dips once that average reaches the cap, ~1 s after a change of load
-    # (docs/perf.md, "Settling at the power cap")
+    # (docs/journal/2026-12-01.md, "Warm-up at the power cap")
     settle_power_tol: float = 0.03
     # Near the board's power limit the clock is cut only once the power controller has
     # seen a full averaging window of the load: after a gap of half a second a kernel at
     # the cap ran ~0.8 s at 1965 MHz, its power reading flat below the cap, before its
-    # clock fell to ~1400 MHz (H200, 2026-12-01, docs/perf.md "Warm-up at the power cap").
-    # So a warm-up whose board power reaches cap_near_fraction of the limit runs at least
+    # clock fell to ~1400 MHz (H200, 2026-12-01, docs/journal/2026-12-01.md "Warm-up at the power
+    # cap"). So a warm-up whose board power reaches cap_near_fraction of the limit runs at least
     # power_window_s, and one that reaches cap_fraction runs cap_settle_s past that. The
     # first reading at the cap comes right after the controller's first deep dip; from
     # there the clock cycles about a steady level. Over 93 capped GEMM warm-ups (H200,
-    # 2026-12-02, docs/perf.md "Capped warm-up"), stopping 0.5 s past it instead of 1 s
-    # moved the median of the next ten trials by 0.47% (median; signed mean -0.01%), less
+    # 2026-12-02, docs/journal/2026-12-02.md "Capped warm-up"), stopping 0.5 s past it instead of
+    # 1 s moved the median of the next ten trials by 0.47% (median; signed mean -0.01%), less
     # than two runs of the same case differ (0.63%), and saved 0.98 s a capped case.
     cap_near_fraction: float = 0.85
     cap_fraction: float = 0.95
@@ -94,7 +94,7 @@ class Plan:
     # in every rep. The host either keeps ahead, up to the driver's queue (200-256 reps
     # on an H200), or falls behind (about one): of 77 measurements by events without a
     # hold on an H200, none ended a trial fewer than 79 reps ahead (2026-12-02,
-    # docs/perf.md "A hold given where none was needed"). 0 turns holds off.
+    # docs/journal/2026-12-02.md "A hold given where none was needed"). 0 turns holds off.
     host_ahead_reps: float = 8.0
     host_margin: float = 1.5  # a hold: this times the host's time to queue a rep
     max_rep_hold_s: float = 2e-3
@@ -110,7 +110,7 @@ class Plan:
     # median is within ``stop_rel_ci`` of it (``median_rel_half_width``); ``trials`` is
     # the most it takes. Not at the power cap: there trials follow the power controller's
     # ~1 s clock cycle, so a few of them agree within one phase of it and their interval
-    # says nothing of the others (docs/perf.md "Late evening of 2026-12-01").
+    # says nothing of the others (docs/journal/2026-12-01.md "Late evening of 2026-12-01").
     stop_rel_ci: float = 0.0
     min_trials: int = 3
 
@@ -146,7 +146,7 @@ class Measurement:
     rep_hold_s: float = 0.0  # the hold before each rep's start event (0: none; module doc)
     # Events mode over several input sets (or placed copies): each set's median over the
     # trials' reps, in set order. A kernel whose time depends on where its inputs lie
-    # shows it here while a trial's median hides it (docs/perf.md, "Early afternoon of
+    # shows it here while a trial's median hides it (docs/journal/2026-12-02.md, "Early afternoon of
     # 2026-12-02": a decode GEMM read 88 to ~101 us by placement).
     input_set_medians_s: list[float] = field(default_factory=list)
     # Each warm-up trial: end (s after the warm-up began), median seconds per call, SM
@@ -494,7 +494,8 @@ def _settled(values: list[float], clocks: list[float | None], plan: Plan,
         # The power controller holds the board at its limit by swinging the clock in a
         # cycle longer than a trial: neither trials nor clocks ever agree within ``tol``
         # (a capped FP8 GEMM warmed up 3.05 s, 26 trials, for that alone: H200, 2026-12-01,
-        # docs/perf.md). Once the cap rule's time is over, the level holding is enough.
+        # docs/journal/2026-12-01.md). Once the cap rule's time is over, the level holding is
+        # enough.
         return len(values) >= 2 * k and _level_moved(values, k) <= tol
     recent_power = [p for p in powers[-k:] if p is not None]
     if len(recent_power) == k and _spread(recent_power) > plan.settle_power_tol:
@@ -546,8 +547,8 @@ def _warm_up(runner: _Runner, reps: int, plan: Plan, sampler: Sampler,
     """Run trials until the level has stopped moving, in time and in SM clock.
 
     A power-capped GEMM starts 12-15% fast after idle and slows as the clock falls to
-    its steady state (H200, 2026-12-01, docs/perf.md): samples taken before that are not comparable
-    with samples taken after it. Settled means the board's power has stopped moving
+    its steady state (H200, 2026-12-01, docs/journal/2026-12-01.md): samples taken before that are
+    not comparable with samples taken after it. Settled means the board's power has stopped moving
     (``settle_power_tol`` over the last ``settle_trials``; without it a GEMM's trials
     agreed at 1440 MHz for 0.45 s and then dipped to 1268 MHz when the averaged power
     reached the cap), and either ``settle_trials`` in a row agree within ``settle_tol``

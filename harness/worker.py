@@ -2,7 +2,7 @@
 
 Starting a benchmark process costs seconds (Python, torch, the GPU context, TileLang's
 import, loading or compiling the kernel, checking it) for about a second of timed trials
-(docs/perf.md, "Suite throughput"). So asv's benchmark processes do not measure
+(docs/journal/2026-12-01.md, "Suite throughput"). So asv's benchmark processes do not measure
 themselves: each asks a worker that keeps all of that warm, and the worker answers with
 the samples. The rules that keep the numbers true stay:
 

@@ -107,7 +107,7 @@ def torch_dtype(name: str):
 def seeded(device: str, seed: int):
     """A seeded generator on the device the inputs are for. Each op's largest case took
     0.59-3.94 s to draw on the host and copy, and 0.4-7.8 ms to draw on the GPU (H200
-    machine, 2026-12-02, median of three, docs/perf.md "Early morning of 2026-12-02"),
+    machine, 2026-12-02, median of three, docs/journal/2026-12-02.md "Early morning of 2026-12-02"),
     and every worker draws them again. The same seed, device kind and torch give the
     same values; a GPU's differ from the CPU's, from the same distribution."""
     import torch

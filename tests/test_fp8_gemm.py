@@ -199,7 +199,7 @@ def test_backend_on_gpu(backend, case):
 @pytest.mark.parametrize("case_name", ["llama3-70b.qkv_proj", "llama3-70b.down_proj.decode16"])
 def test_sm90a_kernels_promote_fp8_partial_sums(case_name):
     """Hopper's fp8 accumulator is not fp32: without promotion both kernels failed the
-    fp32-reference check on an H200 (docs/perf.md). CDNA3's fp8 MFMA needs none."""
+    fp32-reference check on an H200 (docs/journal/2026-12-01.md). CDNA3's fp8 MFMA needs none."""
     from kernels.fp8_gemm import tilelang_fp8_gemm, triton_fp8_gemm
     from kernels.targets import GFX942
 

@@ -236,8 +236,8 @@ def test_pairs_of_workers_are_the_replicates_not_the_rounds_of_one_pair(th) -> N
 
 
 def test_a_change_every_pair_shows_is_confirmed_though_pairs_differ_by_1pct(th) -> None:
-    """The injected +3.1% GEMM (bf16) on the H200 (2026-12-01, docs/perf.md): three new
-    pairs read +2.02, +2.02, +2.21% and were flagged at look 1; the fresh pair read +3.13 and
+    """The injected +3.1% GEMM (bf16) on the H200 (2026-12-01, docs/journal/2026-12-01.md): three
+    new pairs read +2.02, +2.02, +2.21% and were flagged at look 1; the fresh pair read +3.13 and
     +3.53%. All pairs together give p ~0.007: real, but not below the 0.00028 of alpha that
     look 1 may spend. The pooled check is held at the run's alpha, so it stands."""
     data = case(GEMM, [1.0] * 3, [1.0204, 1.0204, 1.0223], clock=1462.0)
@@ -487,7 +487,8 @@ def test_the_next_pair_starts_ahead_and_no_worker_outlives_the_run(tmp_path: Pat
     # each prepare names the side's cases still to prepare, to be compiled ahead at once
     first = clients["gate-gpu-base-g1"].batches
     assert first[0] == [c["spec"] for c in cases] and len(first) == len(cases)
-    # what each pair's preparation cost, per case and side (docs/perf.md's restart figures)
+    # what each pair's preparation cost, per case and side (docs/journal/2026-12-01.md's restart
+    # figures)
     prepared = [json.loads(line) for line in (tmp_path / "prepares.jsonl").open()]
     assert {row["generation"] for row in prepared} == set(used)
     assert {(row["case"], row["side"]) for row in prepared if row["generation"] == used[0]} \
@@ -732,7 +733,7 @@ def test_rounds_md_shows_each_round_the_verdict_used(th) -> None:
 
 
 def test_at_the_power_cap_a_block_is_its_trials_mean_elsewhere_their_median() -> None:
-    """The trials of one softmax block at 700 W on an H200 (%, docs/perf.md 'Before
+    """The trials of one softmax block at 700 W on an H200 (%, docs/journal/2026-12-01.md 'Before
     midnight'): the clock's cycle puts two slow peaks in 15 trials, which the median
     ignores and the user's time average does not."""
     trials = [1 + p / 100 for p in (-0.6, -1.1, -1.5, -0.3, 1.9, 8.0, 6.1, 3.5, 0.3, 0.0,

@@ -56,7 +56,7 @@ def _rounds(name: str, ratios: list[float]) -> CaseData:
 
 
 def test_an_unchanged_bandwidth_case_whose_pairs_sit_a_quarter_percent_off_is_same(th) -> None:
-    """RMSNorm Triton's rounds in the A/A of 2026-12-02 (H200, docs/perf.md "Early
+    """RMSNorm Triton's rounds in the A/A of 2026-12-02 (H200, docs/journal/2026-12-02.md "Early
     afternoon"): same code, a mean 0.25% off 1, sd 0.31%. At the 0.5% band the interval
     [0.999, 1.006] never fit; the class's 0.75% band takes it."""
     ratios = [1 + p / 100 for p in (0.14, 0.32, -0.18, 0.05, 0.41, 0.82, 0.18)]
@@ -82,7 +82,8 @@ def test_a_same_band_narrower_than_the_smallest_change_is_refused(tmp_path: Path
 
 # --------------------------------------------------------------------------- placement
 
-LEVELS_US = (88.0, 101.0)  # the decode16 TileLang GEMM by placement (H200, docs/perf.md)
+# the decode16 TileLang GEMM by placement (H200, docs/journal/2026-12-02.md)
+LEVELS_US = (88.0, 101.0)
 
 
 def _placed_block(gpu: FakeGpu, side: str, r: int, levels_us: list[float],

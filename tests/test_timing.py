@@ -87,7 +87,7 @@ def test_a_host_that_keeps_ahead_gets_no_hold_however_close_its_pace():
     gains 20 us a rep and stays ahead, so the events read the kernel without a hold. A
     hold there would only idle the GPU between reps: on an H200 such holds, given by the
     host's time alone, halved a 70 us RMSNorm's board power and moved its time by up to
-    1% (2026-12-02, docs/perf.md "A hold given where none was needed")."""
+    1% (2026-12-02, docs/journal/2026-12-02.md "A hold given where none was needed")."""
     gpu = FakeGpu()
     m = measure([_slow_host_kernel(gpu, 100e-6, 70e-6)], gpu, Plan(**{**FAST, "min_trial_s": 0.02}))
     assert m.host_rep_s is not None and 1.5 * m.host_rep_s > 120e-6  # the old rule's hold
@@ -193,8 +193,9 @@ def test_rotating_inputs_are_all_used():
 
 
 def test_each_input_set_keeps_its_own_median_where_the_trials_median_mixes_them():
-    # inputs whose places make the kernel 88 or 101 us (an H200's decode GEMM, perf.md):
-    # a trial's median falls on one level or the other, each set's median keeps its own
+    # inputs whose places make the kernel 88 or 101 us (an H200's decode GEMM,
+    # docs/journal/2026-12-02.md): a trial's median falls on one level or the other, each set's
+    # median keeps its own
     gpu = FakeGpu()
     levels_s = (88e-6, 101e-6, 101e-6, 88e-6)
     kernels = [FakeKernel(gpu, cycles=1500e6 * s) for s in levels_s]

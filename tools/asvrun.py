@@ -98,7 +98,7 @@ ETA_EVERY_S = 30.0
 # first one alone said "about 0 s left" with a minute to go (H200, 2026-12-02).
 PACE_EVIDENCE_S = 30.0
 # Seconds a case of each kind of benchmark took with warm caches (H200 machine,
-# 2026-12-01, docs/perf.md "Around midnight"): the first timed suite of an op measures
+# 2026-12-01, docs/journal/2026-12-01.md "Around midnight"): the first timed suite of an op measures
 # (warm-up, trials, energy burst), the second reads that measurement; the compile suite
 # compiles four times a case, and its first compile gives the static figure suites their
 # figures. The run's own pace then scales these.

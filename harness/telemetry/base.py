@@ -150,7 +150,7 @@ class Sampler:
     NVML refreshes clocks and power only every ~100 ms, so polling faster than 50 ms
     reads the same values again. On an H200 (2026-12-01) a 10 ms sampler moved a
     power-capped GEMM's median by +2.0% in one A/B and 50 ms by +1.1%, within that A/B's
-    own 3.9% spread (docs/perf.md); the default is 50 ms.
+    own 3.9% spread (docs/journal/2026-12-01.md); the default is 50 ms.
     """
 
     source: Source
@@ -198,9 +198,9 @@ class Sampler:
         """Mean watts in [t0, t1] (shifted by the lag) from the energy counter's own
         update instants: the first and last change of the counter inside the span.
 
-        NVML's counter moves only every ~100 ms (H200, 2026-12-01, docs/perf.md), so the difference
-        of two readings says little about a span of a few hundred ms; between two of its
-        updates, though, it holds exactly the energy used. Polled every few ms, the
+        NVML's counter moves only every ~100 ms (H200, 2026-12-01, docs/journal/2026-12-01.md), so
+        the difference of two readings says little about a span of a few hundred ms; between two of
+        its updates, though, it holds exactly the energy used. Polled every few ms, the
         update instants are known to that precision. None with fewer than two updates.
         """
         updates = self.counter_updates(t0, t1)

@@ -34,8 +34,8 @@ class Config:
     # NVIDIA only: K elements summed in the fp8 wgmma accumulator before the partial sum is
     # added in fp32. Triton's sm_90 default (2**30) never promotes, and Hopper's fp8
     # accumulator keeps too few mantissa bits: on an H200 (2026-12-01) both this kernel and
-    # the TileLang one failed the fp32-reference check at K=8192 (docs/perf.md). 128 is
-    # DeepSeek-V3's N_C.
+    # the TileLang one failed the fp32-reference check at K=8192 (docs/journal/2026-12-01.md). 128
+    # is DeepSeek-V3's N_C.
     # 0 leaves Triton's default.
     promote_k: int = 0
 

@@ -22,8 +22,8 @@ def disturbed(block: Block, usual: float | None, factor: float, floor: float) ->
 
     Such a block caught something besides the code: in four gate A/As on an H200, the
     thresholds' rule (10 times, 0.25%) picked 17 of 236 rounds, among them 6 of the 7
-    rounds of unchanged kernels that read more than 2% off, -12% and -8% too (docs/perf.md,
-    "Late night of 2026-12-01"). Its round is measured again."""
+    rounds of unchanged kernels that read more than 2% off, -12% and -8% too
+    (docs/journal/2026-12-01.md, "Late night of 2026-12-01"). Its round is measured again."""
     return factor > 0 and usual is not None and block.spread() > max(factor * usual, floor)
 
 
@@ -37,8 +37,8 @@ def host_behind(block: Block) -> float:
 
     The events then hold the host's launch latency as well as the kernel: on an H200 a
     70 us Triton RMSNorm block with the host behind in 5 of 5 trials read +11%, its other
-    blocks never more than 0.5% off (docs/perf.md, "Before midnight of 2026-12-01"). Both
-    of that round's blocks spread 4-6%, so neither stood out next to the other, and the
+    blocks never more than 0.5% off (docs/journal/2026-12-01.md, "Before midnight of 2026-12-01").
+    Both of that round's blocks spread 4-6%, so neither stood out next to the other, and the
     spread rule, with no earlier round to compare, let it through."""
     known = [q for q in block.reps_queued if q is not None]
     return sum(q <= BEHIND_REPS for q in known) / len(known) if known else 0.0

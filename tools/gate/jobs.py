@@ -3,7 +3,7 @@
 A run is cut off by SIGTERM (a CI timeout, a device call's limit) or Ctrl-C, both raised
 as KeyboardInterrupt in the main thread (tools/gate/cli.py). After a device call's
 SIGTERM on an H200 the gate of that time measured the rest of its round, 8 blocks in
-11 s, the first 20% slow (docs/perf.md, "Late night of 2026-12-01"): the main thread
+11 s, the first 20% slow (docs/journal/2026-12-01.md, "Late night of 2026-12-01"): the main thread
 slept in a wait that only the round's end ended, and nothing told the round to stop.
 """
 

@@ -143,8 +143,8 @@ class Run:
     def wait_for_ahead(self) -> None:
         """Let the next pair finish its imports before a block that the host's load can
         move. A pair importing ahead made a 70 us RMSNorm's block 7.7% slow on an H200
-        (docs/perf.md, 2026-12-01), most likely because its launches fell behind the GPU.
-        Kernels at the power cap run 0.6-2 ms a call and keep the queue full; only their
+        (docs/journal/2026-12-01.md, 2026-12-01), most likely because its launches fell behind the
+        GPU. Kernels at the power cap run 0.6-2 ms a call and keep the queue full; only their
         blocks overlap the imports (the most power-hungry cases go first in a round)."""
         if self.ahead is not None and not self.ahead[1].done():
             start = time.monotonic()
@@ -325,7 +325,7 @@ class Run:
     def open_time_cases(self, lane: Lane) -> list[str]:
         """Cases to measure this round, the most power-hungry first: at a power cap a
         change of load makes the clock swing for ~1 s, and neighbours of similar power
-        change the load least (docs/perf.md, "Settling at the power cap")."""
+        change the load least (docs/journal/2026-12-01.md, "Warm-up at the power cap")."""
         still = {name for env, name in (key(v) for v in self.verdicts() if not v.decided)}
         budget = self.th.case_wall_s
         names = [n for n in lane.cases if n in still and self.by_name[n]["kind"] == "time"

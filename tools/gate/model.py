@@ -66,8 +66,8 @@ class Block:
 
         ``by_placement`` (a class's ``level_by_placement``): the mean over its placed
         copies of each copy's median, where it has them. A kernel whose time follows where
-        its inputs lie (a decode GEMM read 88 or ~101 us by placement, docs/perf.md) has
-        trials whose median jumps between the copies' levels with the count of calls
+        its inputs lie (a decode GEMM read 88 or ~101 us by placement, docs/journal/2026-12-02.md)
+        has trials whose median jumps between the copies' levels with the count of calls
         each copy got; the mean over copies weighs every copy once."""
         if by_placement and len(self.input_set_medians_s) > 1:
             return statistics.fmean(self.input_set_medians_s)
@@ -93,7 +93,7 @@ class Block:
         """The power controller lowered its clock: a power-cap throttle bit, where the
         backend reports bits. Power near the limit alone is not enough: a block after a
         GEMM reads the board's ~1 s power average high while its own clock stays at the
-        maximum (an H200, 2026-12-01, docs/perf.md 'Before midnight')."""
+        maximum (an H200, 2026-12-01, docs/journal/2026-12-01.md 'Before midnight')."""
         return self.at_limit(th) if self.throttle_bits is None else self._cap_bit(th)
 
     def _cap_bit(self, th: Thresholds) -> bool:

@@ -106,7 +106,8 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
     # At the run's alpha, not the flagging look's share of it: the look already held the
     # false-alarm rate (a candidate needs q below its share), and this check can only take
     # verdicts away. A +3.1% GEMM flagged at look 1 (share 0.00028), moved x1.034 by the
-    # fresh pair, pooled p 0.0069, was lost to the stricter rule (H200, 2026-12-01, docs/perf.md).
+    # fresh pair, pooled p 0.0069, was lost to the stricter rule (H200, 2026-12-01,
+    # docs/journal/2026-12-01.md).
     if p_together >= th.alpha:
         v.confirmed, v.verdict = False, "INCONCLUSIVE"
         v.reason = (f"flagged {flagged} (x{v.ratio:.3f}); a fresh pair of workers moved "
