@@ -30,7 +30,7 @@ def test_false_alarms_stay_below_alpha_under_optional_stopping(th) -> None:
     # a false alarm; 60 runs allow a few by chance (P(X > 3 | p = 0.01) < 0.4%)
     aa = rates(GATES, *suite(8, 8), th, seed=1)
     assert aa["false_alarm"] <= 3 / GATES, aa
-    # and decisive (docs/gate.md has the committed design's rates: 98% / 81% / 99% SAME,
+    # and decisive (docs/gate-evidence.md has the committed design's rates: 98% / 81% / 99% SAME,
     # compute / bandwidth / decode, the bandwidth class with the offsets of 2026-12-02's A/A)
     assert aa["same_compute"] > 0.6 and aa["same_bandwidth"] > 0.65, aa
     changed = rates(GATES // 2, *suite(8, 8, 0.03, 0.01), th, seed=2)

@@ -1,10 +1,11 @@
 """The gate's error rates under its sequential design, by simulation on a CPU.
 
-    python -m tools.gate.simulate --gates 400          # the table in docs/gate.md
+    python -m tools.gate.simulate --gates 400          # the table in docs/gate-evidence.md
 
 Each simulated gate runs the real decision code (``model.decide_look`` at every look,
 ``sequential.replay`` at the end, confirmation by "fresh workers") on block medians
-drawn from a noise model with the parts measured on an H200 on 2026-12-01 (docs/perf.md):
+drawn from a noise model with the parts measured on an H200 on 2026-12-01
+(docs/journal/2026-12-01.md):
 
 - ``drift``: what moves both sides of a round together (the GPU's state): cancels;
 - ``block``: each block's own scatter (a median of a few trials at a power cap);
@@ -45,19 +46,19 @@ class Noise:
     df: float | None = None  # Student-t tails; None: normal
 
 
-# Fitted to the H200 on 2026-12-01 (docs/perf.md): with 5 trials a block, the rounds' log
-# ratios of power-capped GEMMs scattered 0.9-1.5% (a block ~0.8%), most of it the trials'
+# Fitted to the H200 on 2026-12-01 (docs/journal/2026-12-01.md): with 5 trials a block, the rounds'
+# log ratios of power-capped GEMMs scattered 0.9-1.5% (a block ~0.8%), most of it the trials'
 # own spread (1-2% within a block); a block at the cap now takes 15 trials
 # (sequential.trials_at_cap), so 0.8% / sqrt(3), and the night's A/A measured the capped
 # cases' rounds at 0.2-1.0% (sd), where this model gives 0.76%. Since a block at the cap
-# is the mean of its trials (model.Block.level) they scatter 0.35-0.37% (pooled, docs/perf.md
-# "Before midnight"); the model keeps 0.76%, the worse case. Bandwidth-bound kernels
-# with their buffers moved every block (sequential.placements): RMSNorm's blocks
-# scattered 0.14% inside a worker and its workers sat 0.13% apart. The decode16 GEMMs
+# is the mean of its trials (model.Block.level) they scatter 0.35-0.37% (pooled,
+# docs/journal/2026-12-01.md "Before midnight"); the model keeps 0.76%, the worse case.
+# Bandwidth-bound kernels with their buffers moved every block (sequential.placements): RMSNorm's
+# blocks scattered 0.14% inside a worker and its workers sat 0.13% apart. The decode16 GEMMs
 # (TileLang, Triton): in the gates' A/As their rounds, a new pair each, scattered 0.8-0.9%
-# (pooled sd, disturbed rounds left out; docs/perf.md "Late night"): 0.35% a block and
+# (pooled sd, disturbed rounds left out; docs/journal/2026-12-01.md "Late night"): 0.35% a block and
 # 0.55% a worker give 0.92%. The bandwidth workers' 0.2%: in the gate's A/A of 2026-12-02
-# (docs/perf.md "Early afternoon") the 8 bandwidth cases' rounds, a new pair each,
+# (docs/journal/2026-12-02.md "Early afternoon") the 8 bandwidth cases' rounds, a new pair each,
 # scattered 0.36% (pooled sd, 39 degrees of freedom); 0.15% a block and 0.12% a worker
 # gave 0.27%, 0.2% a worker gives 0.35%.
 H200 = {"compute": Noise(block=0.0045, drift=0.02, worker=0.003, df=4.0),
