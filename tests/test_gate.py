@@ -426,6 +426,23 @@ def test_hostile_case_names_stay_in_their_cell() -> None:
     assert "**SLOW**" in cells[-1]
 
 
+def test_base_head_and_hidden_characters_are_escaped_in_the_report() -> None:
+    """base and head go into gate.md as code only when they are commit ids; anything else
+    (a gate-state.json written by hand) is escaped text. U+202E and its kin, which show a
+    text reordered, and control characters are gone from every field."""
+    v = Verdict("bench_x.X.track_time('a\u202eb', 'c\u2066d')", "", "compute", "SAME",
+                reason="r\u200bs\x1b[31m")
+    info = {"label": "l\u202e", "base": "[x](//e)`<img>", "head": "0123abcdef" * 4,
+            "base_how": "h\u2067", "machine": "m", "design": "d", "alpha": 0.01,
+            "beta": 0.05, "correction": "BH"}
+    text = report.markdown([v], 0, info)
+    assert "base \\[x\\](//e)\\`&lt; (h" in text, text  # the first 10 characters, as text
+    assert "head `0123abcdef`" in text
+    hidden = "\u202e\u2066\u2067\u200b\x1b"
+    assert not set(hidden) & set(text), ascii(text)
+    assert not set(hidden) & set(report.md("x\u202ey\x00z")), "md() itself"
+
+
 class OpLog(FakeClient):
     """A fake worker that also says which request reached which pair, and when it stopped."""
 
