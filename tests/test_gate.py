@@ -162,6 +162,44 @@ def test_below_the_power_limit_a_lower_clock_is_not_the_codes(th) -> None:
     assert v.verdict != "SLOW" and v.cycles_ratio == pytest.approx(1.0, abs=0.001)
 
 
+def test_one_side_at_the_power_limit_is_not_enough_for_the_codes_clock(th) -> None:
+    """Base at the 700 W limit (cap bit), head at 500 W without it, the head's clock
+    lower in every round: the code can only own a clock gap when both sides run at the
+    limit (the power controller then sets the clock by the work's energy)."""
+    data = case(GEMM, [1.0] * 4, [1.06] * 4, clock=(1420.0, 1340.0), power=(690.0, 500.0),
+                bits=(0x4, 0))
+    who = attribute(data.pairs(), th)
+    assert (who.kind, who.why) == ("environment", "not at the power limit on both sides")
+
+
+def test_where_heat_moved_the_clock_same_needs_the_cycles_too(th) -> None:
+    """Thermal bits at head, time the same to 0.05% in every round, the head's clock
+    +3-9% round to round: time alone says SAME, cycles cannot say anything yet. A verdict
+    where the environment moved the clock must hold in both; this one is not decided."""
+    head = [1.0005, 0.9995, 1.0, 1.0004, 0.9996, 1.0]
+    clocks = [(1420.0, 1420.0 * f) for f in (1.03, 1.09, 1.04, 1.08, 1.03, 1.09)]
+    data = case(GEMM, [1.0] * 6, head, clock=clocks, bits=(0x4, 0x4 | 0x20))
+    v = one(decide_look([data], th, None, th.sequential.looks, th.sequential.looks), GEMM)
+    assert v.attribution == "environment" and v.ci[0] > 1 / 1.015 and v.ci[1] < 1.015, v
+    assert not v.decided and "not decided in both time and cycles" in v.reason, v
+
+
+def test_a_significant_change_below_the_class_threshold_is_not_slow(th) -> None:
+    """+0.8% in every round, to 0.01%: beyond doubt, but below the compute class's 1.5%
+    smallest change that matters: never SLOW (here SAME: its interval is in the band)."""
+    head = [1.008 + 0.0001 * (k % 3) for k in range(8)]
+    v = one(decide_look([case(GEMM, [1.0] * 8, head)], th, None, 1, 1), GEMM)
+    assert v.p_value < 1e-6 and v.ratio == pytest.approx(1.009, abs=0.002)
+    assert v.verdict == "SAME", v
+
+
+def test_a_static_figure_is_never_judged_as_the_cap_class(th) -> None:
+    """Whatever share of its blocks ran at the power cap, an exact class stays exact."""
+    static = th.classes["static"]
+    assert th.class_at_cap(static, 1.0) is static
+    assert th.class_at_cap(th.classes["bandwidth"], 1.0).name == th.at_cap_class
+
+
 def test_static_figures_are_exact_and_occupancy_higher_is_better(th) -> None:
     regs = CaseData("bench_gemm.GemmRegisters.track_value('sm_90a', 'fp16', 'triton')",
                     unit="registers", blocks=[Block("base", 1, value=168.0),
