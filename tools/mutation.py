@@ -113,7 +113,8 @@ def baseline(repo: Path, files: Sequence[str], mutants: Sequence[Mutant],
 def table(outcomes: Sequence[Outcome]) -> str:
     killed = sum(o.result != "survived" for o in outcomes)
     lines = [f"{killed} of {len(outcomes)} mutants killed", "",
-             "| mutant | file | what it would break | result | by |", "|---|---|---|---|---|"]
+             "| fault (mutant) | file | what it would break | result | killed by |",
+             "|---|---|---|---|---|"]
     for o in outcomes:
         by = o.detail.removeprefix("FAILED ").split(" - ")[0] if o.result == "killed" else "—"
         lines.append(f"| {o.name} | `{o.path}` | {o.breaks} | {o.result} | {by} |")

@@ -6,7 +6,8 @@
     python -m tools.gate --no-run             # decide the stored run again
 
 Exit codes (the first that applies):
-  4  the gate itself failed: bad configuration, unreadable input, a crash of the gate
+  4  the gate itself failed: bad configuration or command line, unreadable input, no
+     run or nothing judged in the PR folder, a crash of the gate, a full disk
   2  a benchmark broke: a case failed, crashed, hung or was wrong at head
   1  regression: at least one case is SLOW
   3  inconclusive or no baseline: a case is undecided within the budget, or has no base
