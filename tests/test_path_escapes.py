@@ -133,14 +133,18 @@ def test_sharded_gate_never_deletes_results_records_site_or_repo(tmp_path: Path,
 
 
 @pytest.mark.parametrize("html", [".asv/records", ".asv/records/m", ".asv", ".asv/results",
-                                  ".asv/gate-reports", ".", ".."])
+                                  ".asv/gate-reports", ".asv/env", ".", "..", "notes"])
 def test_publish_never_puts_the_site_over_what_it_keeps(tmp_path: Path, html: str,
                                                         monkeypatch, capsys) -> None:
     """``tools.publish --html .asv/records`` swapped the new site in and deleted every
-    record with the old "site": refused before anything is written or deleted."""
+    record with the old "site": refused before anything is written or deleted, as is a
+    folder that exists and holds no site (``notes``)."""
     from tools import publish
 
     repo = _git_repo(tmp_path)
+    (repo / ".asv" / "env" / "py").mkdir(parents=True)
+    (repo / "notes").mkdir()
+    (repo / "notes" / "mine.txt").write_text("not a site")
     before = _tree(tmp_path)
     monkeypatch.setattr(publish, "REPO", repo)
     code = publish.main(["--html", str(repo / html)])

@@ -38,6 +38,7 @@ from tools.site import asv_pages, codegen, codegen_page, data, gatepages, headto
 
 REPO = Path(__file__).resolve().parent.parent
 GATE_KEEP_DIR = Path(".asv") / "gate-reports"
+SITE_MARKS = ("index.html", "index.json", "kperf")  # what a folder publish made holds
 
 
 def default_record_roots(repo: Path, results_dir: Path) -> list[Path]:
@@ -133,10 +134,8 @@ def layout(repo: Path, config: Path | None = None, html_dir: Path | None = None,
            records: Sequence[Path] | None = None, gate_dirs: Sequence[Path] | None = None
            ) -> Layout:
     """The folders of a publish, checked before anything is written or deleted: a
-    ``GateError`` for an unreadable config, a ``PathError`` for a site folder that is, holds
-    or lies in the results, the records, the gate reports or ``.asv``, or is or holds the
-    repository (the old site is deleted once the new one is swapped in: ``--html
-    .asv/records`` once swapped the site in over every record)."""
+    ``GateError`` for an unreadable config, a ``PathError`` for a site folder that
+    ``guard_site`` refuses."""
     conf_path = Path(config or repo / "asv.conf.json").resolve()
     conf = load_project_conf(conf_path)
     live = Path(html_dir or conf_path.parent / conf.get("html_dir", "html")).resolve()
@@ -144,11 +143,27 @@ def layout(repo: Path, config: Path | None = None, html_dir: Path | None = None,
     record_roots = list(records) if records is not None else default_record_roots(
         repo, results_dir)
     gate_roots = list(gate_dirs) if gate_dirs is not None else default_gate_dirs(repo)
-    keep = {"published results": results_dir, "asv folder": (repo / ".asv").resolve(),
+    keep = {"published results": results_dir,
+            "asv environments": (conf_path.parent / conf.get("env_dir", "env")).resolve(),
+            "compile records": (repo / ".asv" / "compile-records").resolve(),
             **{f"records folder {r}": Path(r).resolve() for r in record_roots},
             **{f"gate reports folder {g}": Path(g).resolve() for g in gate_roots}}
-    check_scratch(live, keep, "--html", not_above=[repo, conf_path.parent])
+    guard_site(live, keep, [repo, conf_path.parent, repo / ".asv"])
     return Layout(conf_path, conf, live, results_dir, record_roots, gate_roots)
+
+
+def guard_site(live: Path, keep: dict[str, Path], roots: Sequence[Path]) -> None:
+    """The old site is deleted once the new one is swapped in (``--html .asv/records``
+    once replaced every record), so the site folder must not be, hold or lie in anything
+    ``keep`` names, nor be or hold ``roots`` (the repository, ``.asv``), and if it exists
+    it must be a site (asv's ``index.html`` or ``index.json``, or kperf's pages) or empty:
+    never a folder of something else."""
+    check_scratch(live, keep, "--html", not_above=roots)
+    if live.is_dir() and any(live.iterdir()) and not any(
+            (live / name).exists() for name in SITE_MARKS):
+        raise PathError(f"--html {live} exists and is not a site (none of "
+                        f"{', '.join(SITE_MARKS)}); refusing to replace it: choose another "
+                        f"folder or remove it yourself")
 
 
 def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None = None,
