@@ -48,6 +48,8 @@ from multiprocessing.connection import Client
 from pathlib import Path
 from typing import Any
 
+from harness.pidfile import read_pid, write_pid
+
 DEFAULT_IDLE_S = 90.0
 START_TIMEOUT_S = 60.0
 HELLO_TIMEOUT_S = 30.0
@@ -215,7 +217,7 @@ class WorkerClient:
         if not paths["sock"].exists() or not paths["pid"].exists():
             return False
         try:
-            pid = int(paths["pid"].read_text())
+            pid = read_pid(paths["pid"])
             os.kill(pid, 0)
         except (ValueError, ProcessLookupError, PermissionError):
             return False
@@ -245,7 +247,7 @@ class WorkerClient:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                     cwd=str(self.dir))
-        paths["pid"].write_text(str(proc.pid))
+        write_pid(paths["pid"], proc.pid)
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self._listening(paths):
             if proc.poll() is not None:
@@ -273,7 +275,7 @@ class WorkerClient:
     def _wait_exit(self, paths: dict[str, Path], limit_s: float = 2.0) -> None:
         """Let a dying worker finish writing its log, so its last words reach the error."""
         with contextlib.suppress(ValueError, OSError):
-            pid = int(paths["pid"].read_text())
+            pid = read_pid(paths["pid"])
             deadline = time.monotonic() + limit_s
             while time.monotonic() < deadline and not _gone(pid):
                 time.sleep(0.05)
@@ -281,7 +283,7 @@ class WorkerClient:
     def _kill(self, paths: dict[str, Path]) -> int | None:
         pid = None
         with contextlib.suppress(ValueError, OSError):
-            pid = int(paths["pid"].read_text())
+            pid = read_pid(paths["pid"])
             os.killpg(pid, signal.SIGKILL)
         self._forget(paths)
         return pid
@@ -339,7 +341,7 @@ def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
         except (OSError, EOFError):
             pass
         with contextlib.suppress(ValueError, OSError):
-            pid = int(pid_file.read_text())
+            pid = read_pid(pid_file)  # never a reused pid
             for _ in range(50):  # give it a moment to free the GPU, then insist
                 if _gone(pid):
                     break

@@ -60,6 +60,24 @@ def test_load_json_names_file_and_field(tmp_path: Path) -> None:
     assert err.value.pointer == "/wheels/0/bytes" and err.value.source == str(path)
 
 
+@pytest.mark.parametrize(("field", "value"), [("min_rounds", 3.0), ("max_rounds", 8.0),
+                                              ("trials_per_block", True)])
+def test_a_float_or_boolean_where_an_integer_is_due_is_refused(tmp_path: Path, field: str,
+                                                              value: object) -> None:
+    """JSON Schema counts 3.0 as an integer; the gate would then carry a float into
+    ``range()`` and fail later with a bare TypeError naming no file (issue 27)."""
+    from tools.gate.config import Thresholds
+
+    raw = json.loads((Path(__file__).resolve().parent.parent / "thresholds.json").read_text())
+    raw["sequential"][field] = value
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(config.ConfigError) as err:
+        Thresholds.load(path)
+    assert str(err.value).startswith(f"{path}: field /sequential/{field}: "), err.value
+    assert "integer" in str(err.value)
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("", "empty file"),
     ('{"version": 1, "m": {"machine": "m"', "truncated or corrupt"),

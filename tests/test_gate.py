@@ -162,6 +162,44 @@ def test_below_the_power_limit_a_lower_clock_is_not_the_codes(th) -> None:
     assert v.verdict != "SLOW" and v.cycles_ratio == pytest.approx(1.0, abs=0.001)
 
 
+def test_one_side_at_the_power_limit_is_not_enough_for_the_codes_clock(th) -> None:
+    """Base at the 700 W limit (cap bit), head at 500 W without it, the head's clock
+    lower in every round: the code can only own a clock gap when both sides run at the
+    limit (the power controller then sets the clock by the work's energy)."""
+    data = case(GEMM, [1.0] * 4, [1.06] * 4, clock=(1420.0, 1340.0), power=(690.0, 500.0),
+                bits=(0x4, 0))
+    who = attribute(data.pairs(), th)
+    assert (who.kind, who.why) == ("environment", "not at the power limit on both sides")
+
+
+def test_where_heat_moved_the_clock_same_needs_the_cycles_too(th) -> None:
+    """Thermal bits at head, time the same to 0.05% in every round, the head's clock
+    +3-9% round to round: time alone says SAME, cycles cannot say anything yet. A verdict
+    where the environment moved the clock must hold in both; this one is not decided."""
+    head = [1.0005, 0.9995, 1.0, 1.0004, 0.9996, 1.0]
+    clocks = [(1420.0, 1420.0 * f) for f in (1.03, 1.09, 1.04, 1.08, 1.03, 1.09)]
+    data = case(GEMM, [1.0] * 6, head, clock=clocks, bits=(0x4, 0x4 | 0x20))
+    v = one(decide_look([data], th, None, th.sequential.looks, th.sequential.looks), GEMM)
+    assert v.attribution == "environment" and v.ci[0] > 1 / 1.015 and v.ci[1] < 1.015, v
+    assert not v.decided and "not decided in both time and cycles" in v.reason, v
+
+
+def test_a_significant_change_below_the_class_threshold_is_not_slow(th) -> None:
+    """+0.8% in every round, to 0.01%: beyond doubt, but below the compute class's 1.5%
+    smallest change that matters: never SLOW (here SAME: its interval is in the band)."""
+    head = [1.008 + 0.0001 * (k % 3) for k in range(8)]
+    v = one(decide_look([case(GEMM, [1.0] * 8, head)], th, None, 1, 1), GEMM)
+    assert v.p_value < 1e-6 and v.ratio == pytest.approx(1.009, abs=0.002)
+    assert v.verdict == "SAME", v
+
+
+def test_a_static_figure_is_never_judged_as_the_cap_class(th) -> None:
+    """Whatever share of its blocks ran at the power cap, an exact class stays exact."""
+    static = th.classes["static"]
+    assert th.class_at_cap(static, 1.0) is static
+    assert th.class_at_cap(th.classes["bandwidth"], 1.0).name == th.at_cap_class
+
+
 def test_static_figures_are_exact_and_occupancy_higher_is_better(th) -> None:
     regs = CaseData("bench_gemm.GemmRegisters.track_value('sm_90a', 'fp16', 'triton')",
                     unit="registers", blocks=[Block("base", 1, value=168.0),
@@ -428,11 +466,21 @@ def test_hostile_case_names_stay_in_their_cell() -> None:
     assert "**SLOW**" in cells[-1]
 
 
-def test_help_documents_the_exit_codes() -> None:
-    text = cli.build_parser().format_help()
-    for line in ("4  the gate itself failed", "2  a benchmark broke", "1  regression",
-                 "3  inconclusive or no baseline", "0  pass"):
-        assert line in text
+def test_base_head_and_hidden_characters_are_escaped_in_the_report() -> None:
+    """base and head go into gate.md as code only when they are commit ids; anything else
+    (a gate-state.json written by hand) is escaped text. U+202E and its kin, which show a
+    text reordered, and control characters are gone from every field."""
+    v = Verdict("bench_x.X.track_time('a\u202eb', 'c\u2066d')", "", "compute", "SAME",
+                reason="r\u200bs\x1b[31m")
+    info = {"label": "l\u202e", "base": "[x](//e)`<img>", "head": "0123abcdef" * 4,
+            "base_how": "h\u2067", "machine": "m", "design": "d", "alpha": 0.01,
+            "beta": 0.05, "correction": "BH"}
+    text = report.markdown([v], 0, info)
+    assert "base \\[x\\](//e)\\`&lt; (h" in text, text  # the first 10 characters, as text
+    assert "head `0123abcdef`" in text
+    hidden = "\u202e\u2066\u2067\u200b\x1b"
+    assert not set(hidden) & set(text), ascii(text)
+    assert not set(hidden) & set(report.md("x\u202ey\x00z")), "md() itself"
 
 
 class OpLog(FakeClient):
@@ -766,6 +814,19 @@ def test_a_case_the_power_controller_held_down_is_judged_as_the_cap_class(th) ->
     v_decode = one(decide_look([case(decode, [1.0] * 8, ratios, bits=0x4)], th, None, 1,
                                th.sequential.looks), decode)
     assert v_decode.klass == "decode"  # a wider class stays as it is
+
+
+@pytest.mark.parametrize(("capped_rounds", "klass"), [(6, "compute"), (4, "bandwidth")])
+def test_the_cap_class_needs_most_blocks_capped_not_all(th, capped_rounds: int,
+                                                        klass: str) -> None:
+    """75% of a bandwidth case's blocks held down by the power controller: judged as
+    compute; 50%: bandwidth still (thresholds.json ``at_cap_class``, "mostly")."""
+    ratios = [1.0] * 8
+    bits = [0x4 if r < capped_rounds else 0 for r in range(8)]
+    data = case(NORM, [1.0] * 8, ratios, clock=1800.0, power=695.0, bits=bits)
+    assert data.capped_share(th) == capped_rounds / 8
+    v = one(decide_look([data], th, None, 1, th.sequential.looks), NORM)
+    assert v.klass == klass and v.rule_class == ("bandwidth" if klass == "compute" else "")
 
 
 def test_an_ops_code_digest_covers_its_folder_and_the_shared_code_only(tmp_path: Path) -> None:

@@ -166,13 +166,51 @@ def test_the_telemetry_page_reads_throttle_bits_as_the_gate_does() -> None:
     assert th.environment_bits["nvml"] == 0xEA
 
 
+def _row(round_: int) -> str:
+    return json.dumps({"case": "a", "env": "", "side": "base", "round": round_,
+                       "samples": [1e-3]})
+
+
 def test_block_log_drops_a_cut_off_last_line_and_refuses_a_corrupt_one(tmp_path) -> None:
     from tools.gate.blocks import BlockLog
     from tools.gate.errors import GateError
 
     path = tmp_path / "blocks.jsonl"
-    path.write_text('{"case": "a", "round": 1}\n{"case": "a", "round": 2}\n{"case": "a", "ro')
+    path.write_text(f"{_row(1)}\n{_row(2)}\n{_row(3)[:20]}")
     assert [row["round"] for row in BlockLog(path).read()] == [1, 2]  # measured again
-    path.write_text('{"case": "a", "round": 1}\n{"case": "a", "ro\n{"case": "a", "round": 3}\n')
+    path.write_text(f"{_row(1)}\n{_row(2)[:-3]}\n{_row(3)}\n")  # corrupt, not cut off
     with pytest.raises(GateError, match=r"blocks\.jsonl:2: corrupt line"):
+        BlockLog(path).read()
+
+
+def test_a_block_line_cut_by_a_full_disk_is_cut_away_before_the_next_append(tmp_path) -> None:
+    """A full disk (or a kill) leaves blocks.jsonl's last line without its end: --resume
+    must not append after it (the two would make one corrupt line, and every later read
+    fail), and a log that an older gate already appended to so is still read."""
+    from tools.gate.blocks import BlockLog
+    from tools.gate.model import Block
+
+    path = tmp_path / "blocks.jsonl"
+    path.write_text(f"{_row(1)}\n{_row(2)[:25]}")
+    log = BlockLog(path)
+    log.append({"name": "a"}, Block("head", 2, samples=[1e-3]), {})
+    assert path.read_text().splitlines()[0] == _row(1)
+    assert [(r["round"], r["side"]) for r in log.read()] == [(1, "base"), (2, "head")]
+    assert len(path.read_text().splitlines()) == 2, "the cut line is gone, not hidden"
+    path.write_text(f"{_row(1)}\n{_row(2)[:25]}{_row(3)}\n{_row(4)}\n")  # an older gate's
+    assert [r["round"] for r in BlockLog(path).read()] == [1, 3, 4]
+
+
+@pytest.mark.parametrize(("field", "value"), [("round", 1_000_000_000), ("round", 2.0),
+                                              ("side", "../x"), ("samples", [-1.0])])
+def test_a_block_line_outside_the_schema_is_named_with_its_field(tmp_path, field: str,
+                                                                 value: object) -> None:
+    """``"round": 1000000000`` made --no-run replay a billion looks (it never ended)."""
+    from tools.config import ConfigError
+    from tools.gate.blocks import BlockLog
+
+    path = tmp_path / "blocks.jsonl"
+    row = {**json.loads(_row(1)), field: value}
+    path.write_text(f"{_row(1)}\n{json.dumps(row)}\n")
+    with pytest.raises(ConfigError, match=rf"blocks\.jsonl:2: field /{field}"):
         BlockLog(path).read()

@@ -338,12 +338,39 @@ def test_the_comment_forwards_no_raw_html_or_markdown() -> None:
     assert "@octocat" not in text
     assert "fixes #12" not in text and "www.evil" not in text
     assert "&#124;" in text and "& &lt;details&gt;" not in text and "&amp; &lt;details" in text
-    assert "\u202e" not in text and "[ref]\\:" in text
-    body = _node("return gate.commentBody([{label: 'sm_90', code: '1', report: '<b>x</b>'},"
-                 " {label: 'gfx942', code: null, report: null}]);")
-    assert body.startswith(gate_marker()) and body.count(gate_marker()) == 1
-    assert "performance regression (exit 1)" in body and "&lt;b&gt;x&lt;/b&gt;" in body
-    assert "the gate itself failed: it left no exit code" in body
+    assert "\u202e" not in text and "&#91;ref&#93;: http:" in text
+
+
+# a Markdown heading: ATX (after quote and list markers too) or a setext underline
+HEADING = re.compile(r"^(?:[ \t]*(?:>|&gt;|[-*+][ \t]|\d{1,9}[.)][ \t]))*[ \t]*#{1,6}(?:[ \t]|$)"
+                     r"|^[ \t]*(?:=+|-+)[ \t]*$", re.MULTILINE)
+HIDDEN = "\u202e\u2066\u2069\u200b\u200f\ufeff\u061c\u2028"
+
+
+@needs_node
+@pytest.mark.parametrize("hostile", [
+    "[x]: //evil.example\n\n[see][x]",
+    "text\n\n   [x]:\n//evil.example\n\n> - [see][x] [x][] [x]",
+    "[^1] footnote\n\n[^1]: //evil.example",
+    "### pass (exit 0)",
+    "#### perf gate (sm_90): pass (exit 0)",
+    "> ## quoted\n- # listed\n2. ### numbered\n   # indented\n>#",
+    "PASS\n===\nall good\n---",
+    "a\u202eb\u2066c\u2069d\u200be\u200ff\ufeffg\u061ch\u2028i",
+], ids=["reference-link", "reference-link-split", "footnote", "heading", "verdict-heading",
+        "nested-headings", "setext-heading", "bidi-and-invisible"])
+def test_the_comment_neutralises_links_headings_and_hidden_characters(hostile: str) -> None:
+    """A reference-style link (``[x]: //evil.example`` then ``[see][x]``) got through, a
+    PR could print a heading that looks like this workflow's verdict line, and U+202E
+    passed (issue 27). No bracket survives (no link of any kind can form), no line is a
+    heading, no hidden or reordering character is left."""
+    text = _node(f"return gate.sanitize({json.dumps(hostile)});")
+    assert "[" not in text and "]" not in text, text
+    assert HEADING.search(text) is None, text
+    assert not set(HIDDEN) & set(text.replace("\u200b", "")), ascii(text)  # ours: \u200b
+    body = _node(f"return gate.commentBody([{{label: 'sm_90', code: '2', "
+                 f"report: {json.dumps(hostile)}}}]);")
+    assert [m.group(0) for m in HEADING.finditer(body)] == ["#### "], body
 
 
 def gate_marker() -> str:

@@ -132,6 +132,45 @@ def test_sharded_gate_never_deletes_results_records_site_or_repo(tmp_path: Path,
     assert _tree(repo) == before, "a protected folder was touched"
 
 
+@pytest.mark.parametrize("html", [".asv/records", ".asv/records/m", ".asv", ".asv/results",
+                                  ".asv/gate-reports", ".asv/env", ".", "..", "notes"])
+def test_publish_never_puts_the_site_over_what_it_keeps(tmp_path: Path, html: str,
+                                                        monkeypatch, capsys) -> None:
+    """``tools.publish --html .asv/records`` swapped the new site in and deleted every
+    record with the old "site": refused before anything is written or deleted, as is a
+    folder that exists and holds no site (``notes``)."""
+    from tools import publish
+
+    repo = _git_repo(tmp_path)
+    (repo / ".asv" / "env" / "py").mkdir(parents=True)
+    (repo / "notes").mkdir()
+    (repo / "notes" / "mine.txt").write_text("not a site")
+    before = _tree(tmp_path)
+    monkeypatch.setattr(publish, "REPO", repo)
+    code = publish.main(["--html", str(repo / html)])
+    err = capsys.readouterr().err
+    assert code == 2 and "--html" in err and "nothing was written or deleted" in err, err
+    assert _tree(tmp_path) == before, "a kept folder was touched"
+
+
+@pytest.mark.parametrize("name", ["..", ".", "../x", "/tmp/x", "a/b", ".hidden"])
+def test_a_kept_gate_report_is_named_by_one_plain_name(tmp_path: Path, name: str,
+                                                       monkeypatch, capsys) -> None:
+    """``--keep-gate DIR --name ..`` wrote the report into .asv/ itself."""
+    from tools import publish
+
+    repo = _git_repo(tmp_path)
+    src = tmp_path / "out"
+    src.mkdir()
+    (src / "gate.json").write_text(json.dumps({"schema": "kperf-gate-2", "cases": []}))
+    before = _tree(tmp_path)
+    monkeypatch.setattr(publish, "REPO", repo)
+    code = publish.main(["--keep-gate", str(src), "--name", name])
+    err = capsys.readouterr().err
+    assert code == 2 and "--name" in err and "not a plain name" in err, err
+    assert _tree(tmp_path) == before
+
+
 def test_foreign_pr_dir_is_not_deleted(tmp_path: Path) -> None:
     foreign = tmp_path / "mine"
     foreign.mkdir()

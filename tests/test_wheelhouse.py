@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._tmpfs import UNSHARE, needs_tmpfs
 from tools import wheelhouse as wh
 
 KIB = 1024
@@ -273,19 +274,7 @@ def test_full_disk_while_joining_leaves_nothing_partial(tmp_path: Path, monkeypa
     assert [p.name for p in wh.restore(parts, tmp_path / "dest")] == ["b-1.0-py3-none-any.whl"]
 
 
-UNSHARE = ["unshare", "-rm", "sh", "-c"]
-
-
-def _unshare_works() -> bool:
-    try:
-        return subprocess.run([*UNSHARE, "mount -t tmpfs -o size=64k tmpfs /mnt && true"],
-                              capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-@pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rm` and a tmpfs mount "
-                    "(user namespaces); the monkeypatched ENOSPC test covers the logic")
+@needs_tmpfs
 def test_full_disk_on_a_real_tiny_tmpfs(tmp_path: Path) -> None:
     """A 256 KiB tmpfs as --dest (a private mount in a user namespace): a 300 KiB wheel
     cannot fit; restore fails naming the folder, and the tmpfs holds nothing afterwards."""

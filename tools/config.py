@@ -12,8 +12,10 @@ whose message names the file and the field as a JSON pointer, e.g.::
     name ending in .whl (no '/', no '..')
 
 Unreadable, empty, truncated or non-UTF-8 files, NaN / Infinity and duplicate keys are
-errors too, named the same way. ``validate`` checks data that did not come from a file
-(a child process's answer), with ``source`` naming where it came from.
+errors too, named the same way. ``"type": "integer"`` means a JSON integer: ``3.0``, which
+JSON Schema itself would accept, is refused (Python would carry it on as a float).
+``validate`` checks data that did not come from a file (a child process's answer), with
+``source`` naming where it came from.
 """
 
 from __future__ import annotations
@@ -57,6 +59,18 @@ def _registry() -> Any:
     return Registry().with_resources(resources)
 
 
+def _is_integer(checker: Any, instance: Any) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+@cache
+def _validator_class() -> Any:
+    from jsonschema import Draft202012Validator, validators
+
+    checker = Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_integer)
+    return validators.extend(Draft202012Validator, type_checker=checker)
+
+
 @cache
 def _validator(name: str) -> Any:
     from jsonschema import Draft202012Validator
@@ -67,7 +81,7 @@ def _validator(name: str) -> Any:
         raise KeyError(f"no schema {name!r} in {SCHEMA_DIR}; known: {known}")
     schema = json.loads(path.read_text())
     Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, registry=_registry())
+    return _validator_class()(schema, registry=_registry())
 
 
 def schema_names() -> list[str]:

@@ -27,14 +27,18 @@ import subprocess
 import sys
 import tarfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tools.gate.asvio import load_project_conf
 from tools.gate.errors import GateError
+from tools.paths import PathError, check_scratch, inside
 from tools.site import asv_pages, codegen, codegen_page, data, gatepages, headtohead, status, steps
 
 REPO = Path(__file__).resolve().parent.parent
 GATE_KEEP_DIR = Path(".asv") / "gate-reports"
+SITE_MARKS = ("index.html", "index.json", "kperf")  # what a folder publish made holds
 
 
 def default_record_roots(repo: Path, results_dir: Path) -> list[Path]:
@@ -113,26 +117,75 @@ def _revisions(index: Path) -> dict[str, int]:
         return {}
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where publishing reads (the asv config, results, records, gate reports) and what
+    it replaces (the site)."""
+
+    conf_path: Path
+    conf: dict[str, Any]
+    live: Path
+    results_dir: Path
+    record_roots: list[Path]
+    gate_roots: list[Path]
+
+
+def layout(repo: Path, config: Path | None = None, html_dir: Path | None = None,
+           records: Sequence[Path] | None = None, gate_dirs: Sequence[Path] | None = None
+           ) -> Layout:
+    """The folders of a publish, checked before anything is written or deleted: a
+    ``GateError`` for an unreadable config, a ``PathError`` for a site folder that
+    ``guard_site`` refuses."""
+    conf_path = Path(config or repo / "asv.conf.json").resolve()
+    conf = load_project_conf(conf_path)
+    live = Path(html_dir or conf_path.parent / conf.get("html_dir", "html")).resolve()
+    results_dir = (conf_path.parent / conf.get("results_dir", "results")).resolve()
+    record_roots = list(records) if records is not None else default_record_roots(
+        repo, results_dir)
+    gate_roots = list(gate_dirs) if gate_dirs is not None else default_gate_dirs(repo)
+    keep = {"published results": results_dir,
+            "asv environments": (conf_path.parent / conf.get("env_dir", "env")).resolve(),
+            "compile records": (repo / ".asv" / "compile-records").resolve(),
+            **{f"records folder {r}": Path(r).resolve() for r in record_roots},
+            **{f"gate reports folder {g}": Path(g).resolve() for g in gate_roots}}
+    guard_site(live, keep, [repo, conf_path.parent, repo / ".asv"])
+    return Layout(conf_path, conf, live, results_dir, record_roots, gate_roots)
+
+
+def guard_site(live: Path, keep: dict[str, Path], roots: Sequence[Path]) -> None:
+    """The old site is deleted once the new one is swapped in (``--html .asv/records``
+    once replaced every record), so the site folder must not be, hold or lie in anything
+    ``keep`` names, nor be or hold ``roots`` (the repository, ``.asv``), and if it exists
+    it must be a site (asv's ``index.html`` or ``index.json``, or kperf's pages) or empty:
+    never a folder of something else."""
+    check_scratch(live, keep, "--html", not_above=roots)
+    if live.is_dir() and any(live.iterdir()) and not any(
+            (live / name).exists() for name in SITE_MARKS):
+        raise PathError(f"--html {live} exists and is not a site (none of "
+                        f"{', '.join(SITE_MARKS)}); refusing to replace it: choose another "
+                        f"folder or remove it yourself")
+
+
 def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None = None,
             records: Sequence[Path] | None = None, gate_dirs: Sequence[Path] | None = None,
             env: dict[str, str] | None = None, asset_source: Path | None = None) -> int:
     """Build the site beside ``html_dir`` and swap it in. 0: published; 1: asv publish
-    failed (the old site is kept, or kperf's pages alone stand in for a missing one)."""
-    conf_path = Path(config or repo / "asv.conf.json").resolve()
+    failed (the old site is kept, or kperf's pages alone stand in for a missing one); 2: a
+    site folder that overlaps what must be kept (``layout``), nothing done."""
     try:
-        conf = load_project_conf(conf_path)
+        where = layout(repo, config, html_dir, records, gate_dirs)
     except GateError as err:  # an unreadable or malformed file, named
-        print(f"publish: cannot read {conf_path}: {err}; the site is unchanged",
+        print(f"publish: cannot read the asv config: {err}; the site is unchanged",
               file=sys.stderr)
         return 1
-    conf_dir = conf_path.parent
-    live = Path(html_dir or conf_dir / conf.get("html_dir", "html")).resolve()
-    results_dir = (conf_dir / conf.get("results_dir", "results")).resolve()
+    except PathError as err:
+        print(f"publish: {err}; nothing was written or deleted", file=sys.stderr)
+        return 2
+    conf_path, conf, live, results_dir = where.conf_path, where.conf, where.live, \
+        where.results_dir
+    record_roots, gate_roots, conf_dir = where.record_roots, where.gate_roots, conf_path.parent
     repo_url = str(conf.get("repo", "."))
     git_repo = repo if "://" in repo_url else (conf_dir / repo_url).resolve()
-    record_roots = list(records) if records is not None else default_record_roots(
-        repo, results_dir)
-    gate_roots = list(gate_dirs) if gate_dirs is not None else default_gate_dirs(repo)
 
     build = live.with_name(f".{live.name}.build-{os.getpid()}")
     shutil.rmtree(build, ignore_errors=True)
@@ -221,7 +274,8 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
 
 
 def keep_gate(src: Path, repo: Path = REPO, name: str | None = None) -> Path:
-    """Copy a gate run's gate.json and gate.md into .asv/gate-reports/<name>/."""
+    """Copy a gate run's gate.json and gate.md into .asv/gate-reports/<name>/; a ``name``
+    that is not one plain name (``..``, ``a/b``) is refused (``PathError``)."""
     folder = src if src.is_dir() else src.parent
     gate_json = folder / "gate.json"
     if not gate_json.exists():
@@ -234,8 +288,8 @@ def keep_gate(src: Path, repo: Path = REPO, name: str | None = None) -> Path:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         name = "-".join(str(x) for x in (rep.get("label") or rep.get("machine") or "gate",
                                          str(rep.get("head") or "")[:8], stamp) if x)
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-    dest = repo / GATE_KEEP_DIR / name
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).lstrip("._-") or stamp
+    dest = inside(repo / GATE_KEEP_DIR, name, what="--name")
     dest.mkdir(parents=True, exist_ok=True)
     for fname in ("gate.json", "gate.md"):
         if (folder / fname).exists():
@@ -279,7 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n} records from {root} -> {args.pack_records}")
         return 0
     if args.keep_gate:
-        print(f"kept: {keep_gate(args.keep_gate, REPO, args.name)}")
+        try:  # the site's folders first: nothing is kept for a site that cannot be made
+            layout(REPO, args.config, args.html, args.records, args.gate_reports)
+            print(f"kept: {keep_gate(args.keep_gate, REPO, args.name)}")
+        except (GateError, PathError) as err:
+            print(f"publish: {err}; nothing was kept or published", file=sys.stderr)
+            return 2
     return publish(REPO, args.config, args.html, args.records, args.gate_reports)
 
 

@@ -31,21 +31,31 @@ function verdict(code) {
 
 // Defence in depth: the report was written by the pull request's code, so it is untrusted
 // text. No HTML (every < > and bare & becomes an entity; character references the gate
-// wrote to escape table cells stay as they are), no links, images or autolinks, no @-mentions
-// or #-references that would notify people, no control characters, bounded length.
+// wrote to escape table cells stay as they are); no links, images, footnotes or reference
+// definitions (every [ and ] becomes an entity, so `[x]: //evil.example` defines nothing and
+// `[see][x]` links nowhere); no autolinks; no headings (a line the PR printed must not pass
+// for the verdict this workflow writes above it); no @-mentions or #-references that would
+// notify people; no control, bidirectional or invisible characters (U+202E would show the
+// text reordered); bounded length.
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+
+// a line's quote and list markers, then a heading's #s
+const LINE_START_HEADING = /^((?:[ \t]*(?:&gt;|[-*+](?=[ \t])|[0-9]{1,9}[.)](?=[ \t])))*[ \t]*)(#{1,6})(?=[ \t]|$)/gm;
+
 function sanitize(text, limit = MAX_REPORT) {
   let out = String(text)
     .replace(/\r\n?/g, '\n')
-    .replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, '')
+    .replace(HIDDEN, '')
     .split(MARKER).join('');
   if (out.length > limit) out = out.slice(0, limit) + '\n\n… (report cut; the full one is in the artifact)';
   return out
     .replace(/&(?!#[0-9]{1,7};|#x[0-9a-fA-F]{1,6};|[a-zA-Z][a-zA-Z0-9]{1,31};)/g, '&amp;')
     .replace(/</g, '&lt;')
     .replace(/>/g, '&gt;')
-    .replace(/!\[/g, '!\\[')                  // images
-    .replace(/\]\(/g, ']\\(')                 // inline links
-    .replace(/^(\s*\[[^\]]*\]):/gm, '$1\\:')  // reference-link definitions
+    .replace(/\\?\[/g, '&#91;')              // links, images, footnotes, reference definitions
+    .replace(/\\?\]/g, '&#93;')
+    .replace(LINE_START_HEADING, '$1\\$2')  // ATX headings, in quotes and lists too
+    .replace(/^([ \t]*)(=+|-+)([ \t]*)$/gm, '$1\\$2$3')                  // setext underlines
     .replace(/([a-zA-Z][a-zA-Z0-9+.-]*):\/\//g, '$1:/\u200b/') // autolinked URLs
     .replace(/\bwww\./gi, 'www\u200b.')
     .replace(/@/g, '@\u200b')                 // mentions, team mentions

@@ -1,8 +1,10 @@
 """``blocks.jsonl``: what a gate run measured, block by block, and its reading back.
 
 Append-only, one JSON line per block, flushed and synced as it is measured, so a run cut
-off anywhere keeps everything measured before (a line cut off by a kill is measured
-again); ``--resume`` and ``--no-run`` read it back into ``model.CaseData``.
+off anywhere keeps everything measured before (a line cut off by a kill or a full disk is
+measured again: the next append first cuts it away, and reading passes over it);
+``--resume`` and ``--no-run`` read it back into ``model.CaseData``, each line checked
+against tools/schemas/gate-block.json.
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ from typing import Any
 
 from harness.telemetry import or_bits
 from harness.worker import RemoteSkip
+from tools.config import ConfigError, parse_json, validate
 from tools.gate.errors import GateError
 from tools.gate.model import Block, CaseData
+
+ROW_START = '{"case": '  # how every line ``append`` writes begins
 
 
 class BlockLog:
@@ -27,28 +32,65 @@ class BlockLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lock = threading.Lock()
+        self.repaired = False
 
     def append(self, case: dict[str, Any], block: Block, extra: dict[str, Any]) -> None:
         line = json.dumps({"case": case["name"], "env": case.get("env", ""),
                            **asdict(block), **extra})
-        with self.lock, self.path.open("a") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        with self.lock:
+            if not self.repaired:
+                cut_partial_line(self.path)
+                self.repaired = True
+            with self.path.open("a") as f:
+                f.write(line + "\n")
+                f.flush()
+                os.fsync(f.fileno())
 
     def read(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
+        try:
+            lines = self.path.read_text().splitlines()
+        except (OSError, UnicodeDecodeError) as err:
+            raise GateError(f"{self.path}: cannot be read ({err})") from err
         rows = []
-        lines = self.path.read_text().splitlines()
         for number, line in enumerate(lines, start=1):
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                if number == len(lines):
-                    break  # a line cut off by a kill: the block is measured again
-                raise GateError(f"{self.path}:{number}: corrupt line ({err})") from err
+            row = _row(line, f"{self.path}:{number}", last=number == len(lines))
+            if row is not None:
+                rows.append(row)
         return rows
+
+
+def cut_partial_line(path: Path) -> None:
+    """Cut a last line that a kill or a full disk left without its end, so that the next
+    line does not join it."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as f:
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return
+        f.seek(0)
+        whole = f.read()
+        f.truncate(whole.rfind(b"\n") + 1)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _row(line: str, where: str, last: bool) -> dict[str, Any] | None:
+    """One line's block, checked against the schema; None for the cut-off rest of a block
+    (it is measured again). A line that an older gate appended to a cut-off one is read
+    from where it begins."""
+    try:
+        data = parse_json(line, where)
+    except ConfigError as err:
+        start = line.rfind(ROW_START)
+        if start > 0:
+            return _row(line[start:], where, last)
+        if last:
+            return None
+        raise GateError(f"{where}: corrupt line ({err.reason})") from err
+    return validate(data, "gate-block", where)
 
 
 BLOCK_FIELDS = {f for f in Block.__dataclass_fields__}

@@ -6,7 +6,8 @@
     python -m tools.gate --no-run             # decide the stored run again
 
 Exit codes (the first that applies):
-  4  the gate itself failed: bad configuration, unreadable input, a crash of the gate
+  4  the gate itself failed: bad configuration or command line, unreadable input, no
+     run or nothing judged in the PR folder, a crash of the gate, a full disk
   2  a benchmark broke: a case failed, crashed, hung or was wrong at head
   1  regression: at least one case is SLOW
   3  inconclusive or no baseline: a case is undecided within the budget, or has no base
@@ -23,13 +24,13 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tools.config import ConfigError
 from tools.gate import asvio, report
 from tools.gate.blocks import BlockLog, case_data, case_wall_s
 from tools.gate.config import Thresholds
-from tools.gate.errors import EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, GateError
+from tools.gate.errors import EXIT_GATE_ERROR, GateError
 from tools.gate.measure import Run
 from tools.gate.model import Verdict
 from tools.gate.plan import (
@@ -45,9 +46,21 @@ from tools.gate.plan import (
 from tools.gate.sequential import exit_code, finalise, replay
 from tools.paths import PathError
 
+REPO = Path(__file__).resolve().parent.parent.parent
+GATE_CODE = tuple(REPO / name for name in ("tools", "harness", "benchmarks"))
+
+
+class GateParser(argparse.ArgumentParser):
+    """argparse, but a bad command line exits 4 (the gate itself failed), never argparse's
+    2, which the workflow would read as "a benchmark broke"."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_GATE_ERROR, f"{self.prog}: error: {message}\n")
+
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = GateParser(
         prog="python -m tools.gate", description=__doc__.split("\n\n")[0],
         epilog=__doc__[__doc__.index("Exit codes"):],
         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -149,9 +162,9 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
     With ``out_dir``, its rounds.md too (report.rounds_markdown)."""
     unmeasured: list[Verdict] = []
     if state.get("schema") == STATE_SCHEMA:
-        rows = BlockLog(pr_dir / "blocks.jsonl").read()
         unchanged = state.get("unchanged") or {}
         planned = [c for c in state["cases"] if case_op(c) not in unchanged]
+        rows = measured_rows(pr_dir, planned)
         unmeasured = [unchanged_verdict(c, unchanged[case_op(c)], th)
                       for c in state["cases"] if case_op(c) in unchanged]
         cases = case_data(planned, rows)
@@ -159,21 +172,31 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
     else:
         rounds = sorted(p for p in pr_dir.glob("round-*") if p.is_dir())
         if not rounds:
-            raise GateError(f"no baseline: no round-* folders under {pr_dir}", EXIT_INCONCLUSIVE)
+            raise GateError(f"nothing to decide: {pr_dir}/gate-state.json is an older gate's, "
+                            f"and no round-* folder of its measurements is there")
         extra = [pr_dir / "confirm"] if (pr_dir / "confirm").is_dir() else []
         cases = asvio.load_asv_rounds(rounds + extra, state["machine"], state["base"],
                                       state["head"], int(state.get("hash_length", 8)))
         walls = {}
     verdicts = replay(cases, th) + unmeasured
     if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "rounds.md").write_text(report.rounds_markdown(
+        report.write_text(out_dir / "rounds.md", report.rounds_markdown(
             cases, verdicts, th.sequential.host_behind_share))
     stopped = state.get("stopped", "the run ended")
     for v in verdicts:
         if not v.decided and walls.get(v.case, 0) >= th.case_wall_s:
             v.reason = f"the case's budget of {th.case_wall_s:.0f} s spent; {v.reason}"
     return finalise(verdicts, f"undecided when the rounds stopped ({stopped})")
+
+
+def measured_rows(pr_dir: Path, planned: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The blocks of a run that planned to measure ``planned``; a run that measured none
+    of them judged nothing, which is the gate's failure, never "inconclusive"."""
+    path = pr_dir / "blocks.jsonl"
+    if planned and not path.exists():
+        raise GateError(f"nothing to decide: {path} does not exist (no block of the "
+                        f"{len(planned)} planned case(s) was measured)")
+    return BlockLog(path).read()
 
 
 def unchanged_verdict(case: dict[str, Any], digest: str, th: Thresholds) -> Verdict:
@@ -187,17 +210,16 @@ def unchanged_verdict(case: dict[str, Any], digest: str, th: Thresholds) -> Verd
 
 
 def read_state(pr_dir: Path) -> dict[str, Any]:
-    from tools.config import parse_json, read_text
+    """gate-state.json, checked against tools/schemas/gate-state.json (errors name the
+    file and the field). Without it there is nothing to decide or resume: the gate's
+    failure (4), never "inconclusive" (3), which CI would pass."""
+    from tools.config import load_json
 
     path = pr_dir / "gate-state.json"
     if not path.exists():
-        raise GateError(f"no baseline: {path} does not exist (run the gate without --no-run "
-                        f"first)", EXIT_INCONCLUSIVE)
-    state = parse_json(read_text(path), path)
-    missing = [k for k in ("base", "head", "machine") if k not in state]
-    if missing:
-        raise GateError(f"{path}: fields {missing} missing")
-    return state
+        raise GateError(f"nothing to decide: {path} does not exist (run the gate without "
+                        f"--no-run or --resume first)")
+    return load_json(path, "gate-state")
 
 
 def info_of(state: dict[str, Any], verdicts: list[Verdict], th: Thresholds) -> dict[str, Any]:
@@ -233,7 +255,8 @@ def run(args: argparse.Namespace,
         make_plan: Callable[[argparse.Namespace, Path, Path, Thresholds], GatePlan],
         gpu_column: bool = False) -> int:
     """Guard the folders, plan (or resume, or only re-read), measure, decide, report; every
-    way out writes gate.md and gate.json. ``tools.shard gate`` plans one lane per GPU."""
+    way out writes gate.md and gate.json, and a crash anywhere exits 4, naming where.
+    ``tools.shard gate`` plans one lane per GPU."""
     _interrupt_on_sigterm()
     repo = args.repo.resolve()
     pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
@@ -241,33 +264,54 @@ def run(args: argparse.Namespace,
     try:  # nothing is written anywhere (not even the failure report) past a bad folder
         conf = asvio.load_project_conf(args.config or repo / "asv.conf.json")
         asvio.guard_gate_dirs(repo, conf, pr_dir, out_dir)
-    except (GateError, ConfigError, PathError) as err:
-        print(f"gate: {err}", file=sys.stderr)
-        return err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
+    except Exception as err:  # every failure here is the gate's own (4)
+        print(f"gate: {failure_message(err, pr_dir)}", file=sys.stderr)
+        return EXIT_GATE_ERROR
     try:
-        th = Thresholds.load(args.thresholds or repo / "thresholds.json")
-        if args.no_run or args.resume:
-            state = read_state(pr_dir)
-        if not args.no_run:
-            plan = (make_plan(args, repo, pr_dir, th) if not args.resume
-                    else plan_of(state, repo, pr_dir))
-            state = measure(plan, th, args.resume)
-        verdicts = decide(pr_dir, state, th, out_dir)
-    except GateError as err:
-        return fail(out_dir, str(err), err.exit_code, args.label)
-    except (ConfigError, PathError) as err:
-        return fail(out_dir, str(err), EXIT_GATE_ERROR, args.label)
+        return judge(args, make_plan, repo, pr_dir, out_dir, gpu_column)
     except KeyboardInterrupt:
         return fail(out_dir, "interrupted; --resume goes on from what was measured",
                     EXIT_GATE_ERROR, args.label)
-    except Exception as err:  # the gate's own bug: never a regression, never a pass
-        traceback.print_exc()
-        return fail(out_dir, f"the gate itself failed ({type(err).__name__}: {err})",
-                    EXIT_GATE_ERROR, args.label)
+    except Exception as err:  # never a regression, never a pass
+        code = err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR
+        return fail(out_dir, failure_message(err, pr_dir), code, args.label)
+
+
+def judge(args: argparse.Namespace,
+          make_plan: Callable[[argparse.Namespace, Path, Path, Thresholds], GatePlan],
+          repo: Path, pr_dir: Path, out_dir: Path, gpu_column: bool) -> int:
+    """The gate's work between its folders' guard and its exit: its exit code."""
+    th = Thresholds.load(args.thresholds or repo / "thresholds.json")
+    if args.no_run or args.resume:
+        state = read_state(pr_dir)
+    if not args.no_run:
+        plan = (make_plan(args, repo, pr_dir, th) if not args.resume
+                else plan_of(state, repo, pr_dir))
+        state = measure(plan, th, args.resume)
+    verdicts = decide(pr_dir, state, th, out_dir)
+    if not verdicts:
+        raise GateError(f"nothing was judged: every case of {pr_dir / 'gate-state.json'} "
+                        f"was skipped at base and at head")
     code = exit_code(verdicts)
     write_report(out_dir, verdicts, code, info_of(state, verdicts, th), state["lanes"]
                  if gpu_column else None, args.max_rows)
     return code
+
+
+def failure_message(err: BaseException, pr_dir: Path) -> str:
+    """What a failure says: the message of an error that names its file (configuration,
+    paths, the gate's own), else the exception with the file and line of the gate's code
+    it came from and the run it was judging, never a bare TypeError."""
+    if isinstance(err, GateError | ConfigError | PathError):
+        return str(err)
+    if isinstance(err, OSError) and err.filename:
+        return f"{err.filename}: {err.strerror or err}"
+    traceback.print_exception(err)
+    frames = traceback.extract_tb(err.__traceback__)
+    where = next((f"{Path(f.filename).relative_to(REPO)}:{f.lineno}" for f in reversed(frames)
+                  if any(Path(f.filename).is_relative_to(code) for code in GATE_CODE)), "?")
+    return (f"the gate itself failed ({type(err).__name__}: {err}) at {where}, judging "
+            f"the run in {pr_dir} (gate-state.json, blocks.jsonl)")
 
 
 def write_report(out_dir: Path, verdicts: list[Verdict], code: int, info: dict[str, Any],
@@ -300,6 +344,6 @@ def fail(out_dir: Path, message: str, code: int, label: str) -> int:
     print(f"gate: {message}", file=sys.stderr)
     try:
         report.write_failure(out_dir, message, code, label)
-    except OSError as err:
-        print(f"gate: could not write the report to {out_dir}: {err}", file=sys.stderr)
+    except GateError as err:
+        print(f"gate: {err}", file=sys.stderr)
     return code

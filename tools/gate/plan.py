@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Collection
@@ -96,13 +95,19 @@ def write_state(pr_dir: Path, state: dict[str, Any]) -> None:
 
 
 def build_side(repo: Path, sha: str, dest: Path) -> Path:
-    """``kernels`` of ``sha`` built as asv builds it, installed into ``dest/site``."""
+    """``kernels`` of ``sha`` built as asv builds it, installed into ``dest/site``. A
+    build cut off before the end is deleted (it is the gate's own scratch: tools/paths.py)
+    and made again."""
+    from tools.paths import make_scratch, remove_scratch
+
     site, done = dest / "site", dest / ".built"
     if done.exists():
         return site
-    shutil.rmtree(dest, ignore_errors=True)
+    keep = kept_paths_of(repo)
+    remove_scratch(dest, keep, "side folder", not_above=[repo])
+    make_scratch(dest, keep, "side folder", not_above=[repo])
     src, wheels = dest / "src", dest / "wheels"
-    src.mkdir(parents=True)
+    src.mkdir()
     archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=repo,
                              capture_output=True)
     if archive.returncode != 0:
@@ -130,13 +135,20 @@ def stack_path(repo: Path) -> list[str]:
     return [p for p in sys.path if p not in skip and str(Path(p).resolve()) not in skip]
 
 
+def kept_paths_of(repo: Path) -> dict[str, Path]:
+    """What no folder the gate deletes may overlap (tools/paths.py ``kept_paths``)."""
+    from tools.gate.asvio import load_project_conf
+    from tools.paths import kept_paths
+
+    return kept_paths(repo, load_project_conf(repo / "asv.conf.json"))
+
+
 def scratch_dir(plan: GatePlan, fresh: bool) -> None:
     """The PR folder: deleted (only if it is the gate's own) and made again, unless
     resuming. Never the results, records or site (tools/paths.py)."""
-    from tools.gate.asvio import load_project_conf
-    from tools.paths import kept_paths, make_scratch, remove_scratch
+    from tools.paths import make_scratch, remove_scratch
 
-    keep = kept_paths(plan.repo, load_project_conf(plan.repo / "asv.conf.json"))
+    keep = kept_paths_of(plan.repo)
     if fresh:
         remove_scratch(plan.pr_dir, keep, "--pr-dir", own_files=("gate-state.json",),
                        not_above=[plan.repo])
@@ -144,5 +156,12 @@ def scratch_dir(plan: GatePlan, fresh: bool) -> None:
 
 
 def sites_for(plan: GatePlan) -> dict[str, Path]:
-    return {side: build_side(plan.repo, getattr(plan, side), plan.pr_dir / "sides" /
-                             getattr(plan, side)[:12]) for side in SIDES}
+    """Each side's installed ``kernels``, in ``<pr-dir>/sides/<commit[:12]>``: a commit
+    id that is not a plain name (gate-state.json is checked for hex ids; this is the
+    last guard) cannot lead the build, or its deletion, out of the PR folder."""
+    from tools.paths import inside
+
+    sides = plan.pr_dir / "sides"
+    return {side: build_side(plan.repo, getattr(plan, side),
+                             inside(sides, getattr(plan, side)[:12], what=f"{side} commit"))
+            for side in SIDES}

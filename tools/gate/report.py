@@ -1,8 +1,9 @@
 """gate.md (the PR comment) and gate.json (for machines), from the verdicts.
 
 Every string that comes from a file, a machine or a commit (case names, parameters,
-reasons, labels) is escaped before it enters Markdown: a ``|`` would split a table row,
-a backtick or ``<`` would start code or HTML (docs/gate.md, "Output").
+reasons, labels, base and head) is escaped before it enters Markdown: a ``|`` would split a
+table row, a backtick or ``<`` would start code or HTML, a control or bidirectional
+character (U+202E) would make the text read otherwise than it is (docs/gate.md, "Output").
 """
 
 from __future__ import annotations
@@ -15,20 +16,32 @@ from pathlib import Path
 from typing import Any
 
 from tools.gate.disturbed import host_behind
-from tools.gate.errors import STATUS
+from tools.gate.errors import STATUS, GateError
 from tools.gate.model import CaseData, Verdict
 
 REPORT_SCHEMA = "kperf-gate-2"
 COMMENT_MARKER = "<!-- kperf-gate -->"
 _ORDER = {"SLOW": 0, "INCONCLUSIVE": 1, "SAME": 2, "FAST": 3}
 _MARKDOWN = re.compile(r"([\\`*_\[\]|~])")
+# control characters, and the marks that reorder or hide text (U+200B-U+200F, U+202A-U+202E,
+# U+2066-U+2069, U+061C, U+FEFF): a reader would see another text than the one written
+_HIDDEN = re.compile("[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e"
+                     "\u2060-\u2069\ufeff]+")
+_COMMIT = re.compile(r"[0-9a-f]{4,64}")
 
 
 def md(text: Any) -> str:
-    """Text safe inside a Markdown table cell: no HTML, no formatting, no new rows."""
+    """Text safe inside a Markdown table cell: no HTML, no formatting, no new rows, no
+    hidden or reordering characters."""
     text = str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = re.sub(r"[\r\n\t]+", " ", text)
+    text = _HIDDEN.sub(" ", text)
     return _MARKDOWN.sub(r"\\\1", text).replace("@", "&#64;")
+
+
+def commit(text: Any, length: int = 10) -> str:
+    """A commit id as code; anything else that came as one, escaped as text."""
+    short = str(text)[:length]
+    return f"`{short}`" if _COMMIT.fullmatch(short) else md(short)
 
 
 def worst_first(verdicts: Sequence[Verdict]) -> list[Verdict]:
@@ -117,7 +130,7 @@ def table_lines(verdicts: Sequence[Verdict], multi_env: bool, max_rows: int = 60
 def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any], max_rows: int = 60,
              extra: dict[str, str] | None = None) -> str:
     title = "### Performance gate" + (f" — {md(info['label'])}" if info.get("label") else "")
-    how = (f"base `{info['base'][:10]}` ({md(info['base_how'])}) → head `{info['head'][:10]}` "
+    how = (f"base {commit(info['base'])} ({md(info['base_how'])}) → head {commit(info['head'])} "
            f"on {md(info['machine'])}; {info['design']}. False alarms: at most "
            f"{info['alpha']} over the whole run ({info['correction']} over cases, "
            f"spent over looks); a SAME misses a change at its threshold at most "
@@ -134,13 +147,28 @@ def report_json(verdicts: Sequence[Verdict], code: int, info: dict[str, Any]) ->
 
 
 def write(out_dir: Path, text: str, report: dict[str, Any]) -> None:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """gate.json and gate.md, each whole or not at all."""
     from harness.record import atomic_write_json
 
-    atomic_write_json(out_dir / "gate.json", report)
-    tmp = out_dir / ".gate.md.tmp"
-    tmp.write_text(text)
-    tmp.replace(out_dir / "gate.md")
+    path = out_dir / "gate.json"
+    try:
+        atomic_write_json(path, report)
+    except OSError as err:
+        raise GateError(f"{path}: cannot be written ({err.strerror or err})") from err
+    write_text(out_dir / "gate.md", text)
+
+
+def write_text(path: Path, text: str) -> None:
+    """``path`` whole or not at all; a failure (a full disk) is a ``GateError`` naming it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as err:
+        raise GateError(f"{path}: cannot be written ({err.strerror or err})") from err
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_failure(out_dir: Path, message: str, code: int, label: str) -> None:

@@ -95,9 +95,10 @@ def _round(cases: dict[str, CaseData], names: list[str], effects: Mapping[str, f
                                _block("head", r, head, confirm, generation)]
 
 
-def simulate_gate(effects: Mapping[str, float], noises: Mapping[str, Noise], th: Thresholds,
-                  rng: np.random.Generator) -> list[Verdict]:
-    """One gate run: ``effects`` are log ratios (true changes) per case name."""
+def simulate_looks(effects: Mapping[str, float], noises: Mapping[str, Noise], th: Thresholds,
+                   rng: np.random.Generator) -> tuple[dict[str, CaseData], dict[str, Verdict], int]:
+    """The rounds and looks of one gate run, before any re-measure: the cases' blocks,
+    the verdicts the looks decided, and the last pair of workers' generation."""
     seq = th.sequential
     cases = {name: CaseData(name) for name in effects}
     decided: dict[str, Verdict] = {}
@@ -115,6 +116,14 @@ def simulate_gate(effects: Mapping[str, float], noises: Mapping[str, Noise], th:
             for v in decide_look([cases[n] for n in still], th, r, look, seq.looks):
                 if v.decided:
                     decided[v.case] = v
+    return cases, decided, generation
+
+
+def simulate_gate(effects: Mapping[str, float], noises: Mapping[str, Noise], th: Thresholds,
+                  rng: np.random.Generator) -> list[Verdict]:
+    """One gate run: ``effects`` are log ratios (true changes) per case name."""
+    seq = th.sequential
+    cases, _, generation = simulate_looks(effects, noises, th, rng)
     waiting = [v.case for v in replay(list(cases.values()), th) if v.candidate]
     fresh = _offsets(rng, noises)  # the re-measure runs in new worker processes
     last = max(b.round for c in cases.values() for b in c.blocks)
@@ -124,21 +133,36 @@ def simulate_gate(effects: Mapping[str, float], noises: Mapping[str, Noise], th:
     return finalise(replay(list(cases.values()), th), "rounds or budget spent")
 
 
+def flag_rate(gates: int, effects: Mapping[str, float], noises: Mapping[str, Noise],
+              th: Thresholds, seed: int = 0) -> float:
+    """The share of gate runs in which the looks alone (before the re-measure) flagged an
+    unchanged case SLOW or FAST: what the spending of alpha over looks and the correction
+    over cases hold below alpha."""
+    rng = np.random.default_rng(seed)
+    flagged = 0
+    for _ in range(gates):
+        _, decided, _ = simulate_looks(effects, noises, th, rng)
+        flagged += any(v.verdict in ("SLOW", "FAST") and not effects[v.case]
+                       for v in decided.values())
+    return flagged / gates
+
+
 def suite(compute: int, bandwidth: int, compute_effect: float = 0.0,
-          bandwidth_effect: float = 0.0, changed: int = 1, decode: int = 0
-          ) -> tuple[dict[str, float], dict[str, Noise]]:
+          bandwidth_effect: float = 0.0, changed: int = 1, decode: int = 0,
+          noise: Mapping[str, Noise] | None = None) -> tuple[dict[str, float], dict[str, Noise]]:
     """A suite like the PR subset: ``changed`` cases of the compute and bandwidth classes
-    carry the effect; ``decode`` cases never change."""
+    carry the effect; ``decode`` cases never change. ``noise``: per class (default H200)."""
+    noise = H200 if noise is None else noise
     effects, noises = {}, {}
     for i in range(compute):
         effects[COMPUTE.format(i)] = math.log1p(compute_effect) if i < changed else 0.0
-        noises[COMPUTE.format(i)] = H200["compute"]
+        noises[COMPUTE.format(i)] = noise["compute"]
     for i in range(bandwidth):
         effects[BANDWIDTH.format(i)] = math.log1p(bandwidth_effect) if i < changed else 0.0
-        noises[BANDWIDTH.format(i)] = H200["bandwidth"]
+        noises[BANDWIDTH.format(i)] = noise["bandwidth"]
     for i in range(decode):
         effects[DECODE.format(i)] = 0.0
-        noises[DECODE.format(i)] = H200["decode"]
+        noises[DECODE.format(i)] = noise["decode"]
     return effects, noises
 
 
