@@ -8,7 +8,7 @@ convention: a larger value is worse).
 The replicate is a **round**: base and head measured next to each other (one block each,
 order alternating from round to round). A round's log ratio ``ln(head / base)`` cancels
 what the GPU does slowly (temperature, a neighbour's load, drift); rounds are treated as
-independent, samples inside a block are not (docs/gate.md, "Statistics").
+independent, samples inside a block are not (docs/gate.md, "How it decides").
 """
 
 from __future__ import annotations
