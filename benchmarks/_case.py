@@ -38,6 +38,8 @@ from harness.prepare import Prepared, calls_over, case_what, prepare
 from harness.telemetry import Source, open_source
 from harness.worker import WorkerClient, WorkerSpec, device_key
 
+from ._static import static_figures
+
 # Inputs of prepared cases a worker keeps on the GPU, least recently used dropped first.
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
 # Input sets as made (seeded), kept on the GPU so that a case's other backends get copies
@@ -411,8 +413,6 @@ def handle(request: dict[str, Any]) -> Any:
     if kind == "warm":
         return warm(request.get("specs", []))
     if kind == "static":
-        from ._suites import static_figures
-
         return static_figures(spec["op"], spec["case"], spec["dtype"], spec["backend"],
                               request["target"])
     raise ValueError(f"unknown request {kind!r}")
