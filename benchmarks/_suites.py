@@ -29,7 +29,7 @@ from ._cpu_suites import _bench_name, _Codegen, _StaticFigure
 from ._digests import BASELINE_POLICY, baseline_digest, timed_elsewhere
 
 BENCH_REGEX = "KPERF_BENCH_REGEX"  # asv's -b regexes of the run, a JSON list
-# Adaptive trials (harness/timing.py, ``Plan.stop_rel_ci``): a case stops sampling once the
+# Adaptive trials (harness/trials.py, ``Plan.stop_rel_ci``): a case stops sampling once the
 # 95% interval of its median is within this share of its class's smallest reported change
 # (thresholds.json: ``min_ratio`` of the class of the first rule its Time name matches),
 # e.g. 0.1% for a bandwidth-bound kernel at 0.5%. Then the trials' own uncertainty adds
