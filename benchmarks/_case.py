@@ -38,13 +38,11 @@ from harness.prepare import Prepared, calls_over, case_what, prepare
 from harness.telemetry import Source, open_source
 from harness.worker import WorkerClient, WorkerSpec, device_key
 
+from ._inputs import InputSets, SharedInputs
+from ._static import static_figures
+
 # Inputs of prepared cases a worker keeps on the GPU, least recently used dropped first.
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
-# Input sets as made (seeded), kept on the GPU so that a case's other backends get copies
-# instead of making them again. Drawn on the host, that saved a large case's torch backend
-# 1.6-5.6 s (H200 machine, 2026-12-01, docs/journal/2026-12-01.md); drawn on the GPU since
-# 2026-12-02, a set takes milliseconds either way.
-INPUT_SETS_BYTES = int(float(os.environ.get("KPERF_INPUT_SETS_GB", "8")) * 2**30)
 # Pads in front of placed copies (plan key placements): up to this many 2 MiB pages.
 PAD_PAGES = 64
 # A cold TileLang compile of the largest kernel took ~20 s on the CPU machine
@@ -73,55 +71,6 @@ def derived(prepared: Prepared, m: timing.Measurement) -> dict[str, Any]:
             "first_call_s": prepared.first_call_s,
             "max_abs_err": prepared.agreement.max_abs_err,
             "energy_per_call_j": m.energy_per_call_j}
-
-
-def _nbytes(value: Any) -> int:
-    storage = getattr(value, "untyped_storage", None)
-    return storage().nbytes() if storage else 0
-
-
-class InputSets:
-    """Each input set of a case made once per worker, handed out as copies.
-
-    The three backends of a case ask for the same seeded sets. Each asker gets its own
-    copy (a fresh allocation, as a fresh ``make_inputs`` would give), so a kernel that
-    writes to its inputs cannot change another's."""
-
-    def __init__(self, limit_bytes: int = INPUT_SETS_BYTES) -> None:
-        self.limit_bytes = limit_bytes
-        self.sets: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = OrderedDict()
-        self.made = self.copied = 0
-
-    def get(self, op: Any, case: Any, dtype: str, device: str, seed: int) -> tuple[Any, ...]:
-        key = (op.name, case.name, tuple(sorted(case.dims.items())), dtype, device, seed)
-        kept = self.sets.get(key)
-        if kept is None:
-            kept = tuple(op.make_inputs(case, dtype, device, seed))
-            self.made += 1
-            self.sets[key] = kept
-            self._evict()
-        else:
-            self.sets.move_to_end(key)
-            self.copied += 1
-        return tuple(t.clone() if hasattr(t, "clone") else t for t in kept)
-
-    def _evict(self) -> None:
-        while len(self.sets) > 1 and sum(
-                _nbytes(t) for kept in self.sets.values() for t in kept) > self.limit_bytes:
-            self.sets.popitem(last=False)
-
-
-class _SharedInputs:
-    """``op`` whose ``make_inputs`` draws from a worker's ``InputSets``."""
-
-    def __init__(self, op: Any, sets: InputSets) -> None:
-        self._op, self._sets = op, sets
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._op, name)
-
-    def make_inputs(self, case: Any, dtype: str, device: str, seed: int) -> tuple[Any, ...]:
-        return self._sets.get(self._op, case, dtype, device, seed)
 
 
 class CaseRunner:
@@ -177,7 +126,7 @@ class CaseRunner:
             self.prepared.move_to_end(key)
             self.compiles[key] = "prepared before"  # its compile was told the first time
             return self.prepared[key]
-        op = _SharedInputs(case_op(spec["op"]), self.input_sets)
+        op = SharedInputs(case_op(spec["op"]), self.input_sets)
         self.device()  # a missing GPU fails here, before any compile
         built_before, files_before = len(self.builds), cache_files()
         prepared = prepare(op, spec["case"], spec["dtype"], spec["backend"], self.target(),
@@ -187,40 +136,12 @@ class CaseRunner:
         self.compiles[key] = compile_note(len(self.builds) > built_before, new_files,
                                           prepared.first_call_s)
         if new_files and batch:
-            self.compiles[key] += self.compile_ahead(spec, batch)
+            self.compiles[key] += compile_ahead(spec, batch, {build[0] for build in self.builds},
+                                                self.compiled_ahead)
         self.prepared[key] = prepared
         self.input_bytes[key] = prepared.bytes_moved * len(prepared.calls)
         self._evict()
         return prepared
-
-    def compile_ahead(self, spec: dict[str, Any], batch: list[dict[str, Any]]) -> str:
-        """Compile, in ``COMPILE_AHEAD_PROCESSES`` processes, the kernels of ``batch`` with
-        ``spec``'s backend that this worker has not built: they land in the compilers'
-        on-disk caches, so each case's own prepare then loads its kernel. Once per op and
-        backend (an asv suite's batch is one op's; a gate side's spans ops); a kernel that
-        fails here fails again in its case's turn."""
-        backend = spec["backend"]
-        if backend not in COMPILE_AHEAD_BACKENDS or (spec["op"], backend) in self.compiled_ahead:
-            return ""
-        self.compiled_ahead.add((spec["op"], backend))
-        built = {key[0] for key in self.builds}
-        todo = [s for s in batch if s["backend"] == backend and not s.get("overrides")
-                and case_what(s["op"], s["case"], s["dtype"], s["backend"]) not in built
-                and s != spec]
-        if len(todo) < 2 or COMPILE_AHEAD_PROCESSES < 2:
-            return ""
-        from harness.pool import run_many
-
-        start = time.perf_counter()  # host timer on purpose: compiling is host work
-        answers = run_many("benchmarks._case:build_only", todo, COMPILE_AHEAD_PROCESSES,
-                           sys.path, str(Path(__file__).with_name("__init__.py")),
-                           PREPARE_TIMEOUT_S)
-        failed = sum(not a["ok"] for a in answers)
-        return (f"; {len(todo) - failed} more {backend} kernels compiled ahead in "
-                f"{min(COMPILE_AHEAD_PROCESSES, len(todo))} processes in "
-                f"{time.perf_counter() - start:.1f} s"
-                + (f" ({failed} failed there: each is tried again in its turn)"
-                   if failed else ""))
 
     def awaits(self, spec: dict[str, Any], consumer: str | None) -> dict[str, Any] | None:
         """The measurement this consumer has not read yet (asv's energy benchmark of a
@@ -304,6 +225,36 @@ class CaseRunner:
         result = self.measure(spec, plan)
         self.last[key] = {"result": result, "consumers": {consumer}}
         return {**result, "fresh": True}
+
+
+def compile_ahead(spec: dict[str, Any], batch: list[dict[str, Any]], built: set[str],
+                  done: set[tuple[str, str]]) -> str:
+    """Compile, in ``COMPILE_AHEAD_PROCESSES`` processes, the kernels of ``batch`` with
+    ``spec``'s backend that this worker has not ``built`` (``case_what`` names): they land
+    in the compilers' on-disk caches, so each case's own prepare then loads its kernel.
+    Once per op and backend (``done``; an asv suite's batch is one op's, a gate side's
+    spans ops); a kernel that fails here fails again in its case's turn."""
+    backend = spec["backend"]
+    if backend not in COMPILE_AHEAD_BACKENDS or (spec["op"], backend) in done:
+        return ""
+    done.add((spec["op"], backend))
+    todo = [s for s in batch if s["backend"] == backend and not s.get("overrides")
+            and case_what(s["op"], s["case"], s["dtype"], s["backend"]) not in built
+            and s != spec]
+    if len(todo) < 2 or COMPILE_AHEAD_PROCESSES < 2:
+        return ""
+    from harness.pool import run_many
+
+    start = time.perf_counter()  # host timer on purpose: compiling is host work
+    answers = run_many("benchmarks._case:build_only", todo, COMPILE_AHEAD_PROCESSES,
+                       sys.path, str(Path(__file__).with_name("__init__.py")),
+                       PREPARE_TIMEOUT_S)
+    failed = sum(not a["ok"] for a in answers)
+    return (f"; {len(todo) - failed} more {backend} kernels compiled ahead in "
+            f"{min(COMPILE_AHEAD_PROCESSES, len(todo))} processes in "
+            f"{time.perf_counter() - start:.1f} s"
+            + (f" ({failed} failed there: each is tried again in its turn)"
+               if failed else ""))
 
 
 def build_only(spec: dict[str, Any]) -> dict[str, Any]:
@@ -413,8 +364,6 @@ def handle(request: dict[str, Any]) -> Any:
     if kind == "warm":
         return warm(request.get("specs", []))
     if kind == "static":
-        from ._suites import static_figures
-
         return static_figures(spec["op"], spec["case"], spec["dtype"], spec["backend"],
                               request["target"])
     raise ValueError(f"unknown request {kind!r}")

@@ -1,6 +1,7 @@
 """Flash-attention forward: TileLang and Triton against torch SDPA's flash backend."""
 
-from ._suites import _TimeSuite, cpu_suites, energy_suite
+from ._cpu_suites import cpu_suites
+from ._suites import _TimeSuite, energy_suite
 
 
 class AttentionTime(_TimeSuite):

@@ -1,6 +1,7 @@
 """FP8 e4m3 GEMM with row-wise scales: TileLang and Triton against torch._scaled_mm."""
 
-from ._suites import _TimeSuite, cpu_suites, energy_suite
+from ._cpu_suites import cpu_suites
+from ._suites import _TimeSuite, energy_suite
 
 
 class Fp8GemmTime(_TimeSuite):

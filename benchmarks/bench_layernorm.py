@@ -1,6 +1,7 @@
 """LayerNorm: TileLang and Triton against torch.nn.functional.layer_norm."""
 
-from ._suites import _TimeSuite, cpu_suites, energy_suite
+from ._cpu_suites import cpu_suites
+from ._suites import _TimeSuite, energy_suite
 
 
 class LayernormTime(_TimeSuite):

@@ -1,6 +1,7 @@
 """RMSNorm: TileLang and Triton against torch.nn.functional.rms_norm."""
 
-from ._suites import _TimeSuite, cpu_suites, energy_suite
+from ._cpu_suites import cpu_suites
+from ._suites import _TimeSuite, energy_suite
 
 
 class RmsnormTime(_TimeSuite):

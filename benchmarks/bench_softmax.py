@@ -1,6 +1,7 @@
 """Softmax: TileLang and Triton against torch.softmax."""
 
-from ._suites import _TimeSuite, cpu_suites, energy_suite
+from ._cpu_suites import cpu_suites
+from ._suites import _TimeSuite, energy_suite
 
 
 class SoftmaxTime(_TimeSuite):

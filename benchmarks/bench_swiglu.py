@@ -1,6 +1,7 @@
 """SwiGLU: TileLang and Triton against F.silu(x) * g in torch."""
 
-from ._suites import _TimeSuite, cpu_suites, energy_suite
+from ._cpu_suites import cpu_suites
+from ._suites import _TimeSuite, energy_suite
 
 
 class SwigluTime(_TimeSuite):

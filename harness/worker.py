@@ -42,7 +42,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Client
 from pathlib import Path
@@ -160,7 +160,7 @@ class WorkerClient:
             paths = self._ensure()
             reply = self._exchange(paths, message, timeout_s)
             if reply.get("stale") and attempt == 0:
-                self._forget(paths)
+                _forget(paths)
                 continue
             if reply.get("ok"):
                 return reply["result"]
@@ -177,41 +177,32 @@ class WorkerClient:
             conn = Client(str(paths["sock"]), family="AF_UNIX", authkey=paths["key"].read_bytes())
         except (OSError, EOFError) as err:
             raise WorkerError(f"measurement worker {paths['sock']}: cannot connect ({err})"
-                              f"{self._log_tail(paths)}") from err
+                              f"{_log_tail(paths)}") from err
         try:
             conn.send(message)
             if not conn.poll(timeout_s):
-                pid = self._kill(paths)
+                pid = _kill(paths)
                 raise WorkerError(f"measurement worker (pid {pid}) gave no answer within "
-                                  f"{timeout_s:.0f} s: killed{self._log_tail(paths)}")
+                                  f"{timeout_s:.0f} s: killed{_log_tail(paths)}")
             return conn.recv()
         except (EOFError, OSError) as err:
-            self._wait_exit(paths)
-            self._forget(paths)
+            _wait_exit(paths)
+            _forget(paths)
             raise WorkerError(f"measurement worker died while answering "
-                              f"({type(err).__name__}){self._log_tail(paths)}") from err
+                              f"({type(err).__name__}){_log_tail(paths)}") from err
         finally:
             conn.close()
 
     def _ensure(self) -> dict[str, Path]:
         """The paths of a live worker for this spec, started if there is none."""
         paths = self._paths()
-        with self._locked(paths["lock"]):
+        with _locked(paths["lock"]):
             if self._alive(paths):
                 return paths
-            self._forget(paths)
+            _forget(paths)
             self.retire_group(except_name=paths["sock"].stem)
             self._start(paths)
             return paths
-
-    @contextlib.contextmanager
-    def _locked(self, path: Path):
-        with path.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def _alive(self, paths: dict[str, Path]) -> bool:
         if not paths["sock"].exists() or not paths["pid"].exists():
@@ -249,60 +240,16 @@ class WorkerClient:
                                     cwd=str(self.dir))
         write_pid(paths["pid"], proc.pid)
         deadline = time.monotonic() + START_TIMEOUT_S
-        while not self._listening(paths):
+        while not _listening(paths):
             if proc.poll() is not None:
                 raise WorkerError(f"measurement worker exited at start (code "
-                                  f"{proc.returncode}){self._log_tail(paths)}")
+                                  f"{proc.returncode}){_log_tail(paths)}")
             if time.monotonic() > deadline:
-                self._kill(paths)
+                _kill(paths)
                 raise WorkerError(f"measurement worker did not start within "
-                                  f"{START_TIMEOUT_S:.0f} s{self._log_tail(paths)}")
+                                  f"{START_TIMEOUT_S:.0f} s{_log_tail(paths)}")
             time.sleep(0.02)
         self.started_fresh = True
-
-    @staticmethod
-    def _listening(paths: dict[str, Path]) -> bool:
-        """Whether the worker accepts connections: its socket file appears when the socket
-        is bound, a moment before it listens, and a connection in between is refused."""
-        if not paths["sock"].exists():
-            return False
-        try:
-            Client(str(paths["sock"]), family="AF_UNIX", authkey=paths["key"].read_bytes()).close()
-        except (OSError, EOFError):
-            return False
-        return True
-
-    def _wait_exit(self, paths: dict[str, Path], limit_s: float = 2.0) -> None:
-        """Let a dying worker finish writing its log, so its last words reach the error."""
-        with contextlib.suppress(ValueError, OSError):
-            pid = read_pid(paths["pid"])
-            deadline = time.monotonic() + limit_s
-            while time.monotonic() < deadline and not _gone(pid):
-                time.sleep(0.05)
-
-    def _kill(self, paths: dict[str, Path]) -> int | None:
-        pid = None
-        with contextlib.suppress(ValueError, OSError):
-            pid = read_pid(paths["pid"])
-            os.killpg(pid, signal.SIGKILL)
-        self._forget(paths)
-        return pid
-
-    def _forget(self, paths: dict[str, Path]) -> None:
-        for kind in ("sock", "pid", "key"):
-            with contextlib.suppress(FileNotFoundError):
-                paths[kind].unlink()
-
-    def _log_tail(self, paths: dict[str, Path]) -> str:
-        try:
-            with paths["log"].open("rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
-                tail = f.read().decode(errors="replace")
-        except OSError:
-            return ""
-        tail = tail[tail.rfind("--- start"):].strip()  # this worker's part only
-        return f"\n--- end of the worker's log ({paths['log']}):\n{tail}" if tail else ""
 
     def retire_group(self, except_name: str = "") -> int:
         """Tell every other worker of this group (same Python and GPU) to exit."""
@@ -311,6 +258,65 @@ class WorkerClient:
     def shutdown(self) -> None:
         """Stop this spec's worker (any code), if one runs."""
         retire(self.dir, f"{self.spec.group}-", "")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Held: this worker's lock file (one client starts or replaces it at a time)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _listening(paths: dict[str, Path]) -> bool:
+    """Whether the worker accepts connections: its socket file appears when the socket
+    is bound, a moment before it listens, and a connection in between is refused."""
+    if not paths["sock"].exists():
+        return False
+    try:
+        Client(str(paths["sock"]), family="AF_UNIX", authkey=paths["key"].read_bytes()).close()
+    except (OSError, EOFError):
+        return False
+    return True
+
+
+def _wait_exit(paths: dict[str, Path], limit_s: float = 2.0) -> None:
+    """Let a dying worker finish writing its log, so its last words reach the error."""
+    with contextlib.suppress(ValueError, OSError):
+        pid = read_pid(paths["pid"])
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline and not _gone(pid):
+            time.sleep(0.05)
+
+
+def _kill(paths: dict[str, Path]) -> int | None:
+    pid = None
+    with contextlib.suppress(ValueError, OSError):
+        pid = read_pid(paths["pid"])
+        os.killpg(pid, signal.SIGKILL)
+    _forget(paths)
+    return pid
+
+
+def _forget(paths: dict[str, Path]) -> None:
+    for kind in ("sock", "pid", "key"):
+        with contextlib.suppress(FileNotFoundError):
+            paths[kind].unlink()
+
+
+def _log_tail(paths: dict[str, Path]) -> str:
+    try:
+        with paths["log"].open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
+            tail = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    tail = tail[tail.rfind("--- start"):].strip()  # this worker's part only
+    return f"\n--- end of the worker's log ({paths['log']}):\n{tail}" if tail else ""
 
 
 def _gone(pid: int) -> bool:

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.timing import Plan, _trials_stop, measure, median_rel_half_width
+from harness.timing import Plan, measure
+from harness.trials import median_rel_half_width, trials_stop
 from tools.bench import trials_summary
 
 from .fakes import FakeGpu, FakeKernel
@@ -39,11 +40,11 @@ def test_the_half_width_is_students_t_times_the_medians_standard_error() -> None
 def test_trials_stop_once_precise_never_before_the_minimum_nor_at_the_cap() -> None:
     plan = Plan(**ADAPTIVE)
     steady = [1.0, 1.0002, 0.9999]  # sd 0.015%: half-width 0.05%
-    assert _trials_stop(plan, False, steady[:2]) == "max_trials"  # below min_trials
-    assert _trials_stop(plan, False, steady) == "precise"
-    assert _trials_stop(plan, False, [1.0, 1.004, 0.997]) == "max_trials"  # 1.1%
-    assert _trials_stop(plan, True, steady) == "at_cap"
-    assert _trials_stop(Plan(**{**ADAPTIVE, "stop_rel_ci": 0.0}), False, steady) == "fixed"
+    assert trials_stop(plan, False, steady[:2]) == "max_trials"  # below min_trials
+    assert trials_stop(plan, False, steady) == "precise"
+    assert trials_stop(plan, False, [1.0, 1.004, 0.997]) == "max_trials"  # 1.1%
+    assert trials_stop(plan, True, steady) == "at_cap"
+    assert trials_stop(Plan(**{**ADAPTIVE, "stop_rel_ci": 0.0}), False, steady) == "fixed"
 
 
 def _jittery(gpu: FakeGpu, level_s: float, sd: float, seed: int) -> FakeKernel:

@@ -112,7 +112,7 @@ def test_static_figure_suite_records_a_skip(monkeypatch, tmp_path, repo) -> None
 
 def test_static_figure_cache_follows_the_op_source_not_the_commit(tmp_path):
     """Base and head of a PR share an op's compile unless the op (or shared code) changed."""
-    from benchmarks import _suites
+    from benchmarks import _digests
 
     root = tmp_path / "kernels"
     for rel, text in (("op.py", "shared"), ("gemm/spec.py", "g"), ("softmax/spec.py", "s")):
@@ -120,7 +120,7 @@ def test_static_figure_cache_follows_the_op_source_not_the_commit(tmp_path):
         (root / rel).write_text(text)
 
     def digest(op: str) -> str:
-        return _suites.kernel_source_digest(op, root)
+        return _digests.kernel_source_digest(op, root)
 
     gemm, softmax = digest("gemm"), digest("softmax")
     assert gemm != softmax and digest("gemm") == gemm
@@ -177,7 +177,7 @@ def test_the_compile_suites_first_compile_serves_the_static_figures(monkeypatch,
     """asv runs <Op>Compile before the figure suites; its first timed compile keeps its
     figures where they look, so they compile nothing (a cold run's 13 s an op on the H200
     machine). The figures are those the suites would have computed themselves."""
-    from benchmarks import _suites
+    from benchmarks import _static
     from benchmarks.bench_gemm import GemmCompile, GemmRegisters
 
     monkeypatch.setenv("ASV_ENV_DIR", str(tmp_path / "kept"))
@@ -186,8 +186,8 @@ def test_the_compile_suites_first_compile_serves_the_static_figures(monkeypatch,
     assert len(suite.track_compile("sm_90a", "fp16", "triton")["samples"]) == suite.repeat
     kept = GemmRegisters()
     compiles = []
-    real = _suites.keep_static_figures
-    monkeypatch.setattr(_suites, "keep_static_figures",
+    real = _static.keep_static_figures
+    monkeypatch.setattr(_static, "keep_static_figures",
                         lambda *a, **k: compiles.append(a) or real(*a, **k))
     kept.setup("sm_90a", "fp16", "triton")
     assert compiles == [] and kept.value > 0
@@ -221,7 +221,7 @@ def test_the_compile_suite_primes_its_process_on_a_small_kernel(monkeypatch):
     """The untimed first compile of a process is a small kernel's (the primer), not the
     measured one's: every compile of the op's own kernel is a timed sample; a primer that
     fails leaves the op's kernel to prime, as before."""
-    from benchmarks import _suites
+    from benchmarks import _cpu_suites
     from benchmarks.bench_gemm import GemmCompile
     from kernels.registry import get_op
     from kernels.targets import get_target
@@ -236,7 +236,7 @@ def test_the_compile_suite_primes_its_process_on_a_small_kernel(monkeypatch):
     assert len(suite.track_compile("gfx942", "fp16", "triton")["samples"]) == 3
     assert calls == ["other", "op", "op", "op"]
     calls.clear()
-    monkeypatch.setattr(_suites, "PRIMER", ("no-such-op", "x"))
+    monkeypatch.setattr(_cpu_suites, "PRIMER", ("no-such-op", "x"))
     suite._prime("triton", "fp16")
     assert calls == ["op"]
 
@@ -262,7 +262,7 @@ def test_unchanged_kernels_compile_times_are_timed_once_per_machine(monkeypatch,
     """A commit whose op kernels and compilers are those of a commit this machine timed
     skips the op's compile suite, naming that commit; a rerun of that commit, another op,
     a changed kernel source and KPERF_COMPILE=every time it."""
-    from benchmarks import _suites
+    from benchmarks import _cpu_suites
     from benchmarks.bench_gemm import GemmCompile
     from benchmarks.bench_softmax import SoftmaxCompile
 
@@ -289,27 +289,27 @@ def test_unchanged_kernels_compile_times_are_timed_once_per_machine(monkeypatch,
     monkeypatch.setenv("ASV_COMMIT", "1111111111aaaaaaaaaa")  # a rerun of that commit
     GemmCompile().setup(*params)
     monkeypatch.setenv("ASV_COMMIT", "3333333333cccccccccc")  # the op's kernels changed
-    monkeypatch.setattr(_suites, "compile_digest", lambda op: "another source")
+    monkeypatch.setattr(_cpu_suites, "compile_digest", lambda op: "another source")
     GemmCompile().setup(*params)
 
 
 def test_the_compile_digest_follows_the_op_and_the_timing_code(tmp_path, monkeypatch):
-    from benchmarks import _suites
+    from benchmarks import _digests
 
     root = tmp_path / "kernels"
     for rel in ("op.py", "gemm/spec.py", "softmax/spec.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(rel)
-    gemm, softmax = (_suites.compile_digest(op, root) for op in ("gemm", "softmax"))
+    gemm, softmax = (_digests.compile_digest(op, root) for op in ("gemm", "softmax"))
     (root / "softmax/spec.py").write_text("changed")
-    assert _suites.compile_digest("gemm", root) == gemm
-    assert _suites.compile_digest("softmax", root) != softmax
-    monkeypatch.setattr(_suites, "kernel_source_digest", lambda op, root=None: "same")
-    timing_code = _suites.compile_digest("gemm", root)
+    assert _digests.compile_digest("gemm", root) == gemm
+    assert _digests.compile_digest("softmax", root) != softmax
+    monkeypatch.setattr(_digests, "kernel_source_digest", lambda op, root=None: "same")
+    timing_code = _digests.compile_digest("gemm", root)
     real = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
-        b"# edited" if self.name == "_suites.py" else b""))
-    assert _suites.compile_digest("gemm", root) != timing_code
+        b"# edited" if self.name == "_cpu_suites.py" else b""))
+    assert _digests.compile_digest("gemm", root) != timing_code
 
 
 def test_an_unreadable_timing_record_is_named_and_the_case_is_timed(monkeypatch, tmp_path,

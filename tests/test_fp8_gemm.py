@@ -163,7 +163,7 @@ def test_triton_wrapper_rejects_1d_scales():
 
 def test_figure_and_compile_suites_use_fp8_dtype():
     from benchmarks import bench_fp8_gemm
-    from benchmarks._suites import _CompileTime, _StaticFigure
+    from benchmarks._cpu_suites import _CompileTime, _StaticFigure
 
     expected = {"Fp8GemmRegisters", "Fp8GemmScratch", "Fp8GemmSharedMem", "Fp8GemmOccupancy",
                 "Fp8GemmCompile", "Fp8GemmTime"}

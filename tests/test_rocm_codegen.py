@@ -193,7 +193,7 @@ def test_the_compile_suite_times_tilelang_to_a_code_object_and_codegen_is_record
         monkeypatch, tmp_path):
     """Like with like: TileLang's timed gfx942 compile includes the device compile, as
     Triton's does; the code-size suite keeps every figure for the codegen page."""
-    from benchmarks import _suites
+    from benchmarks import _static
     from benchmarks.bench_rmsnorm import RmsnormCodeSize, RmsnormCompile
 
     for name, value in (("KPERF_RECORD_DIR", tmp_path / "records"), ("KPERF_MACHINE", "cg-test"),
@@ -218,7 +218,7 @@ def test_the_compile_suite_times_tilelang_to_a_code_object_and_codegen_is_record
     size = RmsnormCodeSize()
     size.setup(*params)
     assert size.track_value(*params) > 0
-    (kept,) = _suites.codegen_record_root().glob("cg-test/*/*CodeSize*/*.json")
+    (kept,) = _static.codegen_record_root().glob("cg-test/*/*CodeSize*/*.json")
     record = json.loads(kept.read_text())
     assert record["toolchain"] == "clang19" and record["params"]["backend"] == "tilelang"
     assert record["figures"]["code_bytes"] == size.track_value(*params)

@@ -273,7 +273,7 @@ def test_a_cases_backends_get_copies_of_inputs_made_once(cpu_bench) -> None:
 def test_input_sets_past_their_limit_drop_the_oldest_but_keep_the_newest() -> None:
     import torch
 
-    from benchmarks._case import InputSets
+    from benchmarks._inputs import InputSets
 
     op = SimpleNamespace(name="toy", make_inputs=lambda case, dtype, device, seed: (
         torch.full((256,), float(seed)),))  # 1 KiB a set

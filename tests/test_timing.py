@@ -6,7 +6,9 @@ import statistics
 
 import pytest
 
-from harness.timing import Plan, _cap_wait_s, _settled, measure, reps_queued
+from harness.reps import reps_queued
+from harness.timing import Plan, measure
+from harness.warmup import _cap_wait_s, _settled
 
 from .fakes import FakeGpu, FakeKernel
 
@@ -118,10 +120,10 @@ def test_the_estimate_is_the_kernels_time_not_the_hosts():
 def test_the_energy_burst_of_a_slow_host_replays_a_graph():
     """Back-to-back calls the host cannot launch as fast as the GPU runs them would count
     the GPU's idle gaps as the calls' time (and energy): the burst replays a graph."""
-    from harness.timing import _Runner
+    from harness.reps import Runner
 
     gpu = FakeGpu()
-    runner = _Runner(gpu, [_slow_host_kernel(gpu, 100e-6, 40e-6)], Plan(**FAST))
+    runner = Runner(gpu, [_slow_host_kernel(gpu, 100e-6, 40e-6)], Plan(**FAST))
     runner.time_reps(50)
     runner.hold_for_host()
     assert runner.rep_hold_s > 0

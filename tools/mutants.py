@@ -43,7 +43,7 @@ STATS = "harness/stats.py"
 SEQ = "tools/gate/sequential.py"
 CONF = "tools/gate/config.py"
 CLI = "tools/gate/cli.py"
-SUITES = "benchmarks/_suites.py"
+DIGESTS = "benchmarks/_digests.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     # ---- the class at the power cap (issue 27's first survivor)
@@ -173,22 +173,23 @@ MUTANTS: tuple[Mutant, ...] = (
        'if ("__pycache__" in rel.parts or',
        'if (rel.parts[-1] == "op.py" or "__pycache__" in rel.parts or', (GATE,),
        "a change of shared kernels/*.py code leaving the op SAME unmeasured"),
-    _m("baseline-ignores-case-runner", SUITES,
+    _m("baseline-ignores-case-runner", DIGESTS,
        '    _hash_files(digest, Path(__file__).parent, [Path(__file__).with_name("_case.py")])\n',
        "", (DRIFT,), "the torch baseline not timed again after benchmarks/_case.py changed"),
-    _m("baseline-ignores-torch", SUITES, '    _hash_versions(digest, ("torch",))\n', "",
+    _m("baseline-ignores-torch", DIGESTS, '    _hash_versions(digest, ("torch",))\n', "",
        (DRIFT,), "the torch baseline not timed again under another torch"),
-    _m("baseline-counts-kernels-under-test", SUITES,
+    _m("baseline-counts-kernels-under-test", DIGESTS,
        "[p for p in _op_files(root, op_name) if p not in others]", "_op_files(root, op_name)",
        (BASELINE,), "the baseline timed again at every TileLang or Triton edit"),
-    _m("baseline-ignores-plan", SUITES,
+    _m("baseline-ignores-plan", DIGESTS,
        '    digest.update(os.environ.get("KPERF_PLAN", "{}").encode())\n', "", (BASELINE,),
        "the baseline not timed again under another measuring plan"),
-    _m("source-digest-ignores-compilers", SUITES,
+    _m("source-digest-ignores-compilers", DIGESTS,
        '    _hash_versions(digest, ("triton", "tilelang", "apache-tvm-ffi"))\n', "", (DRIFT,),
        "static figures and compile times reused across compiler versions"),
-    _m("compile-digest-ignores-timing-code", SUITES,
-       "    digest.update(Path(__file__).read_bytes())\n    digest.update(sys.version.encode())",
-       "    digest.update(sys.version.encode())", (DRIFT,),
+    _m("compile-digest-ignores-timing-code", DIGESTS,
+       "    for name in COMPILE_TIMING_CODE:\n"
+       "        digest.update(Path(__file__).with_name(name).read_bytes())\n",
+       "", (DRIFT,),
        "compile times not timed again after the timing code changed"),
 )

@@ -21,22 +21,22 @@ import triton  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks import _suites
+from benchmarks import _cpu_suites
 from kernels.registry import get_op
 from kernels.targets import get_target
 
 CASES = {"gemm": "square-4096", "attention": "llama3-8b.prefill-4k", "rmsnorm": "llama3-8b.hidden"}
 
 
-def compile_suite(op_name: str, target: str, backend: str) -> _suites._CompileTime:
-    suite = _suites._CompileTime()
+def compile_suite(op_name: str, target: str, backend: str) -> _cpu_suites._CompileTime:
+    suite = _cpu_suites._CompileTime()
     op = get_op(op_name)
     suite.case_def, suite.be = op.case(CASES[op_name]), op.backend(backend, CASES[op_name])
     suite.target = get_target(target)
     return suite
 
 
-def cold_seconds(suite: _suites._CompileTime) -> float:
+def cold_seconds(suite: _cpu_suites._CompileTime) -> float:
     return suite._compile_cold(suite.be, suite.case_def, "fp16")[0]
 
 

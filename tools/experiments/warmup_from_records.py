@@ -20,7 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.timing import Plan, _at_cap, _cap_wait_s, _settled
+from harness.timing import Plan
+from harness.warmup import _at_cap, _cap_wait_s, _settled
 
 
 def stop_index(trace: Sequence[dict], limit_w: float, plan: Plan) -> int | None:

@@ -1,0 +1,147 @@
+"""What a timing depends on, and whether this machine has timed it already.
+
+A digest names everything a figure depends on besides the machine: an op's kernel
+sources and compilers (``kernel_source_digest``, which also keys the static figures'
+cache), a cold compile's (``compile_digest``), a baseline's (``baseline_digest``). Under
+the "changed" policy a suite skips a case this machine timed at another commit with the
+same digest (``timed_elsewhere``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness import codeobj, hip, record, static
+
+# When an op's baseline (torch) is timed: "changed" (default) at a commit where what its
+# timing depends on (baseline_digest) differs from every earlier measurement on this
+# machine; "every" at every commit. Its code is the yardstick, not the code under test
+# (the PR gate leaves it out too), and it was 71 of the 213 timed cases of a run.
+BASELINE_POLICY = "KPERF_BASELINE"
+# When an op's compile suite times its cold compiles: "changed" (default) at a commit where
+# what a compile depends on (compile_digest) differs from every earlier timing on this
+# machine; "every" at every commit. A compile's time follows its source and compiler, and
+# the seven compile suites were ~200 s of a run whose kernels had not changed.
+COMPILE_POLICY = "KPERF_COMPILE"
+TIMING_POLICIES = ("changed", "every")
+# The compile timing (``_CompileTime``) and what it runs (``_static.device_artifacts``).
+COMPILE_TIMING_CODE = ("_cpu_suites.py", "_static.py")
+
+
+def timing_policy(variable: str) -> str:
+    """``changed`` or ``every``, from the environment variable (BASELINE_POLICY or
+    COMPILE_POLICY)."""
+    policy = os.environ.get(variable, "changed")
+    if policy not in TIMING_POLICIES:
+        raise ValueError(f"{variable}={policy!r}: expected one of {TIMING_POLICIES}")
+    return policy
+
+
+def timed_elsewhere(policy: str, benchmark: str, params: dict[str, Any], key_field: str,
+                    key: str, root: Path | None = None) -> str | None:
+    """The commit (8 characters) at which this machine timed ``benchmark(params)`` with the
+    same key, if the policy lets that timing stand for this commit's; else None. A commit
+    that timed it before is timed again: a rerun replaces a measurement, never blanks it."""
+    if timing_policy(policy) == "every":
+        return None
+    commit = os.environ.get("ASV_COMMIT", "")
+    same = [r for r in record.machine_records(benchmark, params, root)
+            if r.get(key_field) == key and (r.get("measurement") or r.get("samples"))]
+    if not same or any(r.get("commit") == commit for r in same):
+        return None
+    return str(same[-1].get("commit") or "?")[:8]
+
+
+def baseline_digest(op_name: str, root: Path | None = None) -> str:
+    """What the timing of an op's baseline depends on besides the machine: the op's folder
+    without its compiled backends' modules, the shared ``kernels/*.py``, the measuring
+    code (harness, benchmarks/_case.py), torch's version, the run's plan, and the GPU's
+    identity as its telemetry gives it (driver, power limit)."""
+    import hashlib
+
+    import harness
+    from harness.telemetry import open_source
+    from kernels.registry import get_op
+
+    root = root or _kernels_root()
+    op = get_op(op_name)
+    others = {root.joinpath(*be.module.split(".")[1:]).with_suffix(".py")
+              for name, be in op.backends.items() if name != op.baseline and be.module}
+    digest = hashlib.sha256()
+    _hash_files(digest, root, [p for p in _op_files(root, op_name) if p not in others])
+    harness_dir = Path(harness.__file__).parent
+    _hash_files(digest, harness_dir.parent, [*harness_dir.rglob("*.py")])
+    _hash_files(digest, Path(__file__).parent, [Path(__file__).with_name("_case.py")])
+    _hash_versions(digest, ("torch",))
+    source = open_source()
+    try:
+        identity = source.identity()
+    finally:
+        source.close()
+    digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
+    digest.update(os.environ.get("KPERF_PLAN", "{}").encode())
+    return digest.hexdigest()[:20]
+
+
+def compile_digest(op_name: str, root: Path | None = None) -> str:
+    """What an op's compile time depends on besides the host: its kernel sources and
+    compilers (``kernel_source_digest``), the compile timing's code (COMPILE_TIMING_CODE)
+    and Python."""
+    import hashlib
+
+    digest = hashlib.sha256(kernel_source_digest(op_name, root).encode())
+    for name in COMPILE_TIMING_CODE:
+        digest.update(Path(__file__).with_name(name).read_bytes())
+    digest.update(sys.version.encode())
+    return digest.hexdigest()[:20]
+
+
+def kernel_source_digest(op_name: str, root: Path | None = None) -> str:
+    """What an op's generated code depends on: its folder and the shared ``kernels/*.py``
+    of the installed package, the compilers' versions, nvcc, the gfx942 toolchain that
+    compiles TileLang's HIP source (``harness.hip``) and the static figures' readers."""
+    import hashlib
+    import shutil
+
+    root = root or _kernels_root()
+    digest = hashlib.sha256()
+    _hash_files(digest, root, _op_files(root, op_name))
+    _hash_versions(digest, ("triton", "tilelang", "apache-tvm-ffi"))
+    nvcc = shutil.which("nvcc")
+    digest.update(f"nvcc={nvcc}@{os.stat(nvcc).st_mtime_ns if nvcc else 0}".encode())
+    digest.update(hip.toolchain_identity().encode())
+    for reader in (static, hip, codeobj):
+        digest.update(Path(reader.__file__).read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def _kernels_root() -> Path:
+    """The installed ``kernels`` package (the commit's, in an asv environment)."""
+    import importlib.util
+
+    return Path(importlib.util.find_spec("kernels").origin).parent
+
+
+def _op_files(root: Path, op_name: str) -> list[Path]:
+    """An op's folder and the shared ``kernels/*.py``."""
+    return [*root.glob("*.py"), *(root / op_name).rglob("*.py")]
+
+
+def _hash_files(digest: Any, root: Path, paths: list[Path]) -> None:
+    """Each file's path under ``root`` and its bytes, in path order."""
+    for path in sorted(paths):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+
+
+def _hash_versions(digest: Any, dists: tuple[str, ...]) -> None:
+    import importlib.metadata
+
+    for dist in dists:
+        try:
+            digest.update(f"{dist}=={importlib.metadata.version(dist)}".encode())
+        except importlib.metadata.PackageNotFoundError:
+            digest.update(f"{dist} absent".encode())

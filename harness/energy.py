@@ -1,0 +1,82 @@
+"""Energy per call: after the trials, bursts of calls back to back, their mean power read
+from the energy counter's updates (or the power readings) times their device time per call
+(``Plan.energy_s``, ``Plan.energy_bursts``)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from typing import Any
+
+from harness.plan import Plan
+from harness.reps import Runner
+from harness.telemetry import Sampler
+
+ENERGY_POLL_S = 0.002  # the counter's update instants to ~2 ms during the burst
+
+
+def energy_bursts(runner: Runner, plan: Plan, sampler: Sampler, call_s: float,
+                   clock: Callable[[], float]) -> list[dict[str, Any]]:
+    """``plan.energy_bursts`` bursts of calls back to back for ``plan.energy_s`` each,
+    bracketed by host times for the energy counter; none when the source reads no energy
+    (or power) at all."""
+    if plan.energy_s <= 0 or plan.energy_bursts < 1 or not sampler.has_energy():
+        return []
+    calls = int(max(runner.calls_per_rep, plan.energy_s / max(call_s, 1e-9)))
+    bursts = []
+    with sampler.polling_every(ENERGY_POLL_S):
+        for _ in range(plan.energy_bursts):
+            t0 = clock()
+            device_s, done = runner.burst(calls)
+            t1 = clock()
+            bursts.append({"calls": done, "device_s": device_s, "span_s": t1 - t0,
+                           "t0": t0, "t1": t1})
+    return bursts
+
+
+def _burst_power(burst: dict[str, Any], sampler: Sampler) -> float | None:
+    """A burst's mean watts, by the energy counter's own updates where it moved at least
+    twice inside it, else by the power readings; notes which, and the updates used."""
+    t_lo, t_hi = burst.pop("t0"), burst.pop("t1")
+    updates = sampler.counter_updates(t_lo, t_hi)
+    watts = sampler.counter_power(t_lo, t_hi)
+    burst["power_from"] = "energy counter" if watts is not None else "power readings"
+    burst["counter_updates"] = len(updates)
+    burst["counter_span_s"] = updates[-1][0] - updates[0][0] if len(updates) > 1 else 0.0
+    if watts is None:
+        watts = sampler.window(t_lo, t_hi).power_w_mean
+    burst["power_w"] = watts
+    return watts
+
+
+def energy_figures(bursts: list[dict[str, Any]], sampler: Sampler
+                    ) -> tuple[float | None, dict[str, Any]]:
+    """(energy per call, the record of the bursts). Energy per call is the median over the
+    bursts; beside it, each burst's figure, their spread, and the board's state when the
+    measurement began and just before the first burst: the same kernel's energy per call
+    moved ~10% with that state on an H200 (docs/site.md, 'Energy per call')."""
+    start = sampler.reading_at(float("-inf"))
+    before = sampler.reading_at(bursts[0]["t0"])
+    per_call = []
+    for b in bursts:
+        watts = _burst_power(b, sampler)
+        per_call.append(watts * b["device_s"] / b["calls"] if watts is not None else None)
+    known = [e for e in per_call if e is not None]
+    energy = statistics.median(known) if known else None
+    powers = [b["power_w"] for b in bursts if b["power_w"] is not None]
+    record = {
+        "bursts": len(bursts), "calls": sum(b["calls"] for b in bursts),
+        "device_s": sum(b["device_s"] for b in bursts),
+        "span_s": sum(b["span_s"] for b in bursts),
+        "power_w": statistics.median(powers) if powers else None,
+        "power_from": bursts[0]["power_from"],
+        "counter_updates": sum(b["counter_updates"] for b in bursts),
+        "energy_per_call_j": per_call,
+        "spread": (max(known) - min(known)) / energy if len(known) > 1 and energy else None,
+        "temperature_c_start": start.temperature_c if start else None,
+        "temperature_c_before": before.temperature_c if before else None,
+        "power_w_before": before.power_w if before else None,
+        "per_burst": bursts,
+    }
+    return energy, record
+

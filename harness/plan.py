@@ -1,0 +1,87 @@
+"""The settings of one measurement (``harness.timing.measure``): trials, reps, graph
+replay, warm-up, holds, energy bursts and adaptive trials, each default with what it
+rests on."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Plan:
+    trials: int = 10  # samples of one measurement (an asv sample each; a gate block: fewer)
+    # ... when the warm-up ended at the power cap (0: ``trials``). There the power
+    # controller swings the clock in a cycle of ~0.5-1 s, so a trial of 100 ms reads one
+    # phase of it and trials spread 1-3% (H200, 2026-12-01, docs/journal/2026-12-01.md "Late
+    # evening"): more trials cover whole cycles.
+    trials_at_cap: int = 0
+    min_trial_s: float = 0.1  # NVML refreshes every ~100 ms: shorter windows hold stale clocks
+    min_reps: int = 10
+    max_reps: int = 2000
+    graph_below_s: float = 20e-6  # calls shorter than this are timed by graph replay
+    graph_rep_s: float = 1e-3  # target device time of one graph replay
+    max_graph_calls: int = 500  # large graphs are fragile on ROCm (tritonbench#1034)
+    flush_l2: bool = True
+    # No warm-up ends before the board's power reading (NVML's: a ~1 s average) covers the
+    # kernel's own load: until then neither the power rules below nor the clock can tell
+    # whether it will reach the cap. With 0.3 s, 56 of 253 warm-ups of one H200 session
+    # (2026-12-02, docs/journal/2026-12-02.md "Morning of 2026-12-02") ended under the cap within 1
+    # s and their trials then reached it (14 capped GEMMs read 1.7% fast, median); 1 s
+    # would have cost those records 0.14 s a measurement.
+    warmup_min_s: float = 1.0
+    # 252 of 253 warm-ups of an H200 session (0.3 s minimum) settled, in 1.63 s (median;
+    # p90 1.83 s, longest 3.77 s; 2026-12-02, docs/journal/2026-12-02.md "Morning of 2026-12-02")
+    warmup_max_s: float = 5.0
+    settle_trials: int = 3  # consecutive warm-up trials that must agree
+    settle_tol: float = 0.01  # relative spread of those trials (time and clock)
+    # ... and of their board power: NVML's is a ~1 s average, and a power-capped kernel's
+    # clock dips once that average reaches the cap, ~1 s after a change of load
+    # (docs/journal/2026-12-01.md, "Warm-up at the power cap")
+    settle_power_tol: float = 0.03
+    # Near the board's power limit the clock is cut only once the power controller has
+    # seen a full averaging window of the load: after a gap of half a second a kernel at
+    # the cap ran ~0.8 s at 1965 MHz, its power reading flat below the cap, before its
+    # clock fell to ~1400 MHz (H200, 2026-12-01, docs/journal/2026-12-01.md "Warm-up at the power
+    # cap"). So a warm-up whose board power reaches cap_near_fraction of the limit runs at least
+    # power_window_s, and one that reaches cap_fraction runs cap_settle_s past that. The
+    # first reading at the cap comes right after the controller's first deep dip; from
+    # there the clock cycles about a steady level. Over 93 capped GEMM warm-ups (H200,
+    # 2026-12-02, docs/journal/2026-12-02.md "Capped warm-up"), stopping 0.5 s past it instead of 1
+    # s moved the median of the next ten trials by 0.47% (median; signed mean -0.01%), less
+    # than two runs of the same case differ (0.63%), and saved 0.98 s a capped case.
+    cap_near_fraction: float = 0.85
+    cap_fraction: float = 0.95
+    power_window_s: float = 1.0
+    cap_settle_s: float = 0.5
+    estimate_calls: int = 5
+    # A hold the host queues a batch behind (the estimate's reps, reps without a flush,
+    # the energy burst), so launch latency does not leak into its first intervals
+    lead_hold_s: float = 1e-3
+    # A trial's worth of reps that ends with fewer reps still queued than this gets a hold
+    # in every rep. The host either keeps ahead, up to the driver's queue (200-256 reps
+    # on an H200), or falls behind (about one): of 77 measurements by events without a
+    # hold on an H200, none ended a trial fewer than 79 reps ahead (2026-12-02,
+    # docs/journal/2026-12-02.md "A hold given where none was needed"). 0 turns holds off.
+    host_ahead_reps: float = 8.0
+    host_margin: float = 1.5  # a hold: this times the host's time to queue a rep
+    max_rep_hold_s: float = 2e-3
+    # Energy per call: after the trials, calls back to back (no flush; graph replay in
+    # graph mode) for this long; their mean power, from the energy counter's updates,
+    # times their device time per call (0 turns it off).
+    energy_s: float = 0.4
+    # ... this many bursts back to back; the figure is the median of their energies per
+    # call and the record keeps each, so their spread shows (all H200 figures so far: 1)
+    energy_bursts: int = 1
+    # Adaptive trials (0 turns them off: every measurement takes ``trials``). After each
+    # trial from ``min_trials`` on, sampling stops once the 95% interval of the trials'
+    # median is within ``stop_rel_ci`` of it (harness/trials.py); ``trials`` is
+    # the most it takes. Not at the power cap: there trials follow the power controller's
+    # ~1 s clock cycle, so a few of them agree within one phase of it and their interval
+    # says nothing of the others (docs/journal/2026-12-01.md "Late evening of 2026-12-01").
+    stop_rel_ci: float = 0.0
+    min_trials: int = 3
+
+    def with_overrides(self, **kw: Any) -> Plan:
+        return Plan(**{**asdict(self), **kw})
+
