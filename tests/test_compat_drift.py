@@ -144,14 +144,14 @@ def test_the_kernel_source_digest_follows_the_compilers_versions(tmp_path, monke
                                                                  compiler: str) -> None:
     """The same source compiled by another Triton or TileLang is other code: the static
     figures' cache and the cold-compile timing must not stand for it."""
-    from benchmarks import _suites
+    from benchmarks import _digests
 
     root = tmp_path / "kernels"
     (root / "gemm").mkdir(parents=True)
     (root / "gemm" / "spec.py").write_text("g")
-    before = _suites.kernel_source_digest("gemm", root)
+    before = _digests.kernel_source_digest("gemm", root)
     _versions_but(monkeypatch, compiler, "99.0.0")
-    assert _suites.kernel_source_digest("gemm", root) != before
+    assert _digests.kernel_source_digest("gemm", root) != before
 
 
 @pytest.mark.parametrize("change", ["benchmarks/_case.py", "torch"])
@@ -159,18 +159,18 @@ def test_the_baseline_digest_follows_the_case_runner_and_torch(monkeypatch,
                                                                change: str) -> None:
     """benchmarks/_case.py builds, checks and times every case (the torch baseline's too);
     torch is the baseline's code: either changed, the baseline is timed again."""
-    from benchmarks import _suites
+    from benchmarks import _digests
 
     monkeypatch.setenv("KPERF_TELEMETRY", "none")
     root = Path(__file__).resolve().parent.parent / "kernels"
-    before = _suites.baseline_digest("gemm", root)
+    before = _digests.baseline_digest("gemm", root)
     if change == "torch":
         _versions_but(monkeypatch, "torch", "99.0.0")
     else:
         real = Path.read_bytes
         monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
             b"# edited" if self.name == "_case.py" else b""))
-    assert _suites.baseline_digest("gemm", root) != before
+    assert _digests.baseline_digest("gemm", root) != before
 
 
 def test_the_compile_suites_first_compile_serves_the_static_figures(monkeypatch, tmp_path):
