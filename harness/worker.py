@@ -30,6 +30,7 @@ handler that does.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import importlib
@@ -39,12 +40,16 @@ import json
 import os
 import secrets
 import signal
+import socket
+import stat
+import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Client
+from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +57,7 @@ DEFAULT_IDLE_S = 90.0
 START_TIMEOUT_S = 60.0
 HELLO_TIMEOUT_S = 30.0
 LOG_TAIL_BYTES = 4000
+SOCKET_PATH_MAX = 107  # AF_UNIX's sun_path holds 108 bytes, the last a NUL
 CLIENT_PYTHONPATH = "KPERF_CLIENT_PYTHONPATH"  # the client's PYTHONPATH, for the worker
 
 
@@ -72,13 +78,113 @@ class RemoteSkip(NotImplementedError):
     """The worker says the case does not exist at this commit: asv records a skip."""
 
 
+class UntrustedWorker(WorkerError):
+    """A worker folder, key or process that is not this user's own: refused, and nothing
+    it sent is ever unpickled."""
+
+
 def worker_dir() -> Path:
-    """Sockets, keys, pid files and logs: private to this user (0700)."""
-    path = Path(os.environ.get("KPERF_WORKER_DIR") or f"/tmp/kperf-workers-{os.getuid()}")
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.stat().st_uid != os.getuid() or path.stat().st_mode & 0o077:
-        raise WorkerError(f"{path}: worker directory must be owned by this user, mode 0700")
+    """Where this user's workers keep sockets, keys, pid files and logs: a folder of this
+    user's (mode 0700, not a symbolic link), by its resolved path.
+
+    ``KPERF_WORKER_DIR`` if set; else ``$XDG_RUNTIME_DIR/kperf-workers`` when that runtime
+    folder is this user's alone; else a fresh folder with an unpredictable name, exported
+    as ``KPERF_WORKER_DIR`` so that this process's children share it. (A predictable name
+    in /tmp could be made first by another user: issue 27.)"""
+    explicit = os.environ.get("KPERF_WORKER_DIR")
+    if explicit:
+        return private_dir(Path(explicit), create=True)
+    runtime = runtime_dir()
+    if runtime is not None:
+        return private_dir(runtime / "kperf-workers", create=True)
+    path = private_dir(Path(tempfile.mkdtemp(prefix="kperf-workers-")))
+    os.environ["KPERF_WORKER_DIR"] = str(path)
     return path
+
+
+def runtime_dir() -> Path | None:
+    """``$XDG_RUNTIME_DIR`` if it is set and a folder of this user's alone."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    try:
+        return private_dir(Path(runtime)) if runtime else None
+    except WorkerError:
+        return None
+
+
+def private_dir(path: Path, create: bool = False) -> Path:
+    """``path`` with its parents resolved, once checked to be a folder of this user's, mode
+    0700, and not a symbolic link (``lstat``: a link is never followed)."""
+    path = Path(os.path.realpath(Path(path).absolute().parent)) / Path(path).name
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+    checked(path)
+    return path
+
+
+def checked(path: Path) -> os.stat_result:
+    """The ``lstat`` of a worker folder, or the reason it is refused."""
+    try:
+        st = os.lstat(path)
+    except OSError as err:
+        raise WorkerError(f"{path}: worker directory cannot be read ({err})") from err
+    if stat.S_ISLNK(st.st_mode):
+        raise UntrustedWorker(f"{path}: worker directory is a symbolic link; refused (it must "
+                              f"be a folder of this user's, mode 0700)")
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise UntrustedWorker(f"{path}: worker directory must be owned by this user, mode 0700;"
+                              f" refused")
+    return st
+
+
+def write_key(path: Path) -> None:
+    """A new secret for a worker, in a file only this user can read; never through a link
+    or over a file that is already there."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(secrets.token_bytes(32))
+
+
+def read_key(path: Path) -> bytes:
+    """A worker's secret, from a file of this user's that only this user can read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UntrustedWorker(f"{path}: the worker's key is a symbolic link; refused") from err
+        raise
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise UntrustedWorker(f"{path}: the worker's key must be a file of this user's, "
+                                  f"mode 0600; refused")
+        return f.read()
+
+
+def peer_credentials(conn: Connection) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a Unix socket (SO_PEERCRED)."""
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:
+        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", raw)
+
+
+def check_peer(conn: Connection, where: Path | str) -> None:
+    """Refuse a connection whose other end is not this user's process."""
+    pid, uid, _ = peer_credentials(conn)
+    if uid != os.geteuid():
+        conn.close()
+        raise UntrustedWorker(f"{where}: answered by a process of uid {uid} (pid {pid}), not "
+                              f"this user's; refused before reading its reply")
+
+
+def connect(sock: Path, key: Path) -> Connection:
+    """A connection to the worker at ``sock`` whose sender is proven before anything it
+    sends is unpickled: it knows the key (multiprocessing's HMAC challenge, both ways, in
+    plain bytes) and it is this user's process (SO_PEERCRED)."""
+    conn = Client(str(sock), family="AF_UNIX", authkey=read_key(key))
+    check_peer(conn, sock)
+    return conn
 
 
 def package_fingerprint(package: str, search_path: Sequence[str]) -> str:
@@ -145,12 +251,25 @@ class WorkerClient:
             os.environ.get("KPERF_WORKER_IDLE_S", DEFAULT_IDLE_S))
         self.env = env
         self.dir = worker_dir()
+        self.dir_id = self._dir_id()
         self.started_fresh = False
+
+    def _dir_id(self) -> tuple[int, int]:
+        st = checked(self.dir)
+        return st.st_dev, st.st_ino
 
     # paths of the current worker
     def _paths(self) -> dict[str, Path]:
+        if self._dir_id() != self.dir_id:
+            raise UntrustedWorker(f"{self.dir}: the worker directory was replaced after it was "
+                                  f"checked; refused")
         name = self.spec.name()
-        return {k: self.dir / f"{name}.{k}" for k in ("sock", "key", "pid", "log", "lock")}
+        paths = {k: self.dir / f"{name}.{k}" for k in ("sock", "key", "pid", "log", "lock")}
+        if len(os.fsencode(paths["sock"])) > SOCKET_PATH_MAX:
+            raise WorkerError(f"{paths['sock']}: longer than a Unix socket's path may be "
+                              f"({SOCKET_PATH_MAX} bytes); set KPERF_WORKER_DIR to a shorter "
+                              f"folder")
+        return paths
 
     def request(self, message: dict[str, Any], timeout_s: float) -> Any:
         """The handler's result; raises RemoteSkip, RemoteError or WorkerError."""
@@ -172,7 +291,7 @@ class WorkerClient:
     def _exchange(self, paths: dict[str, Path], message: dict[str, Any],
                   timeout_s: float) -> dict[str, Any]:
         try:
-            conn = Client(str(paths["sock"]), family="AF_UNIX", authkey=paths["key"].read_bytes())
+            conn = connect(paths["sock"], paths["key"])
         except (OSError, EOFError) as err:
             raise WorkerError(f"measurement worker {paths['sock']}: cannot connect ({err})"
                               f"{self._log_tail(paths)}") from err
@@ -221,15 +340,14 @@ class WorkerClient:
             return False
         try:
             reply = self._exchange(paths, {"op": "hello"}, HELLO_TIMEOUT_S)
+        except UntrustedWorker:
+            raise
         except WorkerError:
             return False
         return bool(reply.get("ok"))
 
     def _start(self, paths: dict[str, Path]) -> None:
-        key = secrets.token_bytes(32)
-        fd = os.open(paths["key"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(key)
+        write_key(paths["key"])
         cmd = [sys.executable, "-m", "harness.workerproc", "--socket", str(paths["sock"]),
                "--key-file", str(paths["key"]), "--idle", str(self.idle_s),
                "--spec", json.dumps(self.spec.__dict__)]
@@ -265,7 +383,7 @@ class WorkerClient:
         if not paths["sock"].exists():
             return False
         try:
-            Client(str(paths["sock"]), family="AF_UNIX", authkey=paths["key"].read_bytes()).close()
+            connect(paths["sock"], paths["key"]).close()
         except (OSError, EOFError):
             return False
         return True
@@ -332,11 +450,11 @@ def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
             continue
         key, pid_file = sock.with_suffix(".key"), sock.with_suffix(".pid")
         try:
-            conn = Client(str(sock), family="AF_UNIX", authkey=key.read_bytes())
+            conn = connect(sock, key)
             conn.send({"op": "shutdown"})
             conn.poll(10)
             conn.close()
-        except (OSError, EOFError):
+        except (OSError, EOFError, UntrustedWorker):
             pass
         with contextlib.suppress(ValueError, OSError):
             pid = int(pid_file.read_text())
