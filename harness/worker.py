@@ -47,7 +47,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
@@ -469,6 +469,25 @@ def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
                 path.unlink()
         stopped += 1
     return stopped
+
+
+@contextlib.contextmanager
+def run_workers(prefix: str = "kperf-run-") -> Iterator[Path]:
+    """A worker folder of one run's own (an unpredictable name, mode 0700, in
+    ``KPERF_WORKER_DIR``, the runtime folder or the temporary folder): the run points its
+    processes at it (``KPERF_WORKER_DIR``), and every worker they started there is
+    stopped when the run ends. The workers' logs stay; a folder without any is removed."""
+    explicit = os.environ.get("KPERF_WORKER_DIR")
+    base = private_dir(Path(explicit), create=True) if explicit else runtime_dir()
+    folder = private_dir(Path(tempfile.mkdtemp(prefix=prefix, dir=base)))
+    try:
+        yield folder
+    finally:
+        retire(folder)
+        for lock in folder.glob("*.lock"):
+            lock.unlink()
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def register_package(preload: str | Path) -> None:
