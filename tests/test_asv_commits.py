@@ -43,6 +43,7 @@ def two_commits(tmp_path_factory) -> tuple[Path, str, str, dict[str, str]]:
     tmp = tmp_path_factory.mktemp("asv-commits")
     repo = tmp / "repo"
     subprocess.run(["git", "clone", "-q", str(REPO), str(repo)], check=True)
+    _git(repo, "checkout", "-q", "-B", "main")  # asv follows main, whatever REPO has checked out
     _git(repo, "config", "user.email", "test@kperf")
     _git(repo, "config", "user.name", "kperf test")
     first = _git(repo, "rev-parse", "HEAD")

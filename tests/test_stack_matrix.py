@@ -251,6 +251,8 @@ def test_stackcmp_ambiguous_selector_names_the_files(two_stacks: dict) -> None:
 
 def _git_clone(dest: Path) -> str:
     subprocess.run(["git", "clone", "-q", str(REPO), str(dest)], check=True)
+    # asv follows main, whatever REPO has checked out
+    subprocess.run(["git", "checkout", "-q", "-B", "main"], cwd=dest, check=True)
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=dest, capture_output=True,
                           text=True, check=True).stdout.strip()
 
