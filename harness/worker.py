@@ -37,28 +37,34 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Client
 from pathlib import Path
 from typing import Any
 
 from harness.pidfile import read_pid, write_pid
+from harness.workerauth import (
+    UntrustedWorker,
+    WorkerError,
+    checked,
+    connect,
+    private_dir,
+    runtime_dir,
+    worker_dir,
+    write_key,
+)
 
 DEFAULT_IDLE_S = 90.0
 START_TIMEOUT_S = 60.0
 HELLO_TIMEOUT_S = 30.0
 LOG_TAIL_BYTES = 4000
+SOCKET_PATH_MAX = 107  # AF_UNIX's sun_path holds 108 bytes, the last a NUL
 CLIENT_PYTHONPATH = "KPERF_CLIENT_PYTHONPATH"  # the client's PYTHONPATH, for the worker
-
-
-class WorkerError(RuntimeError):
-    """The worker crashed, hung, or could not be started: the case fails with this."""
 
 
 class RemoteError(RuntimeError):
@@ -72,15 +78,6 @@ class RemoteError(RuntimeError):
 
 class RemoteSkip(NotImplementedError):
     """The worker says the case does not exist at this commit: asv records a skip."""
-
-
-def worker_dir() -> Path:
-    """Sockets, keys, pid files and logs: private to this user (0700)."""
-    path = Path(os.environ.get("KPERF_WORKER_DIR") or f"/tmp/kperf-workers-{os.getuid()}")
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if path.stat().st_uid != os.getuid() or path.stat().st_mode & 0o077:
-        raise WorkerError(f"{path}: worker directory must be owned by this user, mode 0700")
-    return path
 
 
 def package_fingerprint(package: str, search_path: Sequence[str]) -> str:
@@ -147,12 +144,25 @@ class WorkerClient:
             os.environ.get("KPERF_WORKER_IDLE_S", DEFAULT_IDLE_S))
         self.env = env
         self.dir = worker_dir()
+        self.dir_id = self._dir_id()
         self.started_fresh = False
+
+    def _dir_id(self) -> tuple[int, int]:
+        st = checked(self.dir)
+        return st.st_dev, st.st_ino
 
     # paths of the current worker
     def _paths(self) -> dict[str, Path]:
+        if self._dir_id() != self.dir_id:
+            raise UntrustedWorker(f"{self.dir}: the worker directory was replaced after it was "
+                                  f"checked; refused")
         name = self.spec.name()
-        return {k: self.dir / f"{name}.{k}" for k in ("sock", "key", "pid", "log", "lock")}
+        paths = {k: self.dir / f"{name}.{k}" for k in ("sock", "key", "pid", "log", "lock")}
+        if len(os.fsencode(paths["sock"])) > SOCKET_PATH_MAX:
+            raise WorkerError(f"{paths['sock']}: longer than a Unix socket's path may be "
+                              f"({SOCKET_PATH_MAX} bytes); set KPERF_WORKER_DIR to a shorter "
+                              f"folder")
+        return paths
 
     def request(self, message: dict[str, Any], timeout_s: float) -> Any:
         """The handler's result; raises RemoteSkip, RemoteError or WorkerError."""
@@ -174,7 +184,7 @@ class WorkerClient:
     def _exchange(self, paths: dict[str, Path], message: dict[str, Any],
                   timeout_s: float) -> dict[str, Any]:
         try:
-            conn = Client(str(paths["sock"]), family="AF_UNIX", authkey=paths["key"].read_bytes())
+            conn = connect(paths["sock"], paths["key"])
         except (OSError, EOFError) as err:
             raise WorkerError(f"measurement worker {paths['sock']}: cannot connect ({err})"
                               f"{_log_tail(paths)}") from err
@@ -214,15 +224,14 @@ class WorkerClient:
             return False
         try:
             reply = self._exchange(paths, {"op": "hello"}, HELLO_TIMEOUT_S)
+        except UntrustedWorker:
+            raise
         except WorkerError:
             return False
         return bool(reply.get("ok"))
 
     def _start(self, paths: dict[str, Path]) -> None:
-        key = secrets.token_bytes(32)
-        fd = os.open(paths["key"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(key)
+        write_key(paths["key"])
         cmd = [sys.executable, "-m", "harness.workerproc", "--socket", str(paths["sock"]),
                "--key-file", str(paths["key"]), "--idle", str(self.idle_s),
                "--spec", json.dumps(self.spec.__dict__)]
@@ -277,7 +286,7 @@ def _listening(paths: dict[str, Path]) -> bool:
     if not paths["sock"].exists():
         return False
     try:
-        Client(str(paths["sock"]), family="AF_UNIX", authkey=paths["key"].read_bytes()).close()
+        connect(paths["sock"], paths["key"]).close()
     except (OSError, EOFError):
         return False
     return True
@@ -340,11 +349,11 @@ def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
             continue
         key, pid_file = sock.with_suffix(".key"), sock.with_suffix(".pid")
         try:
-            conn = Client(str(sock), family="AF_UNIX", authkey=key.read_bytes())
+            conn = connect(sock, key)
             conn.send({"op": "shutdown"})
             conn.poll(10)
             conn.close()
-        except (OSError, EOFError):
+        except (OSError, EOFError, UntrustedWorker):
             pass
         with contextlib.suppress(ValueError, OSError):
             pid = read_pid(pid_file)  # never a reused pid
@@ -359,6 +368,25 @@ def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
                 path.unlink()
         stopped += 1
     return stopped
+
+
+@contextlib.contextmanager
+def run_workers(prefix: str = "kperf-run-") -> Iterator[Path]:
+    """A worker folder of one run's own (an unpredictable name, mode 0700, in
+    ``KPERF_WORKER_DIR``, the runtime folder or the temporary folder): the run points its
+    processes at it (``KPERF_WORKER_DIR``), and every worker they started there is
+    stopped when the run ends. The workers' logs stay; a folder without any is removed."""
+    explicit = os.environ.get("KPERF_WORKER_DIR")
+    base = private_dir(Path(explicit), create=True) if explicit else runtime_dir()
+    folder = private_dir(Path(tempfile.mkdtemp(prefix=prefix, dir=base)))
+    try:
+        yield folder
+    finally:
+        retire(folder)
+        for lock in folder.glob("*.lock"):
+            lock.unlink()
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def register_package(preload: str | Path) -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.worker import CLIENT_PYTHONPATH, DEFAULT_IDLE_S, WorkerSpec, register_package
+from harness.workerauth import UntrustedWorker, check_peer, read_key
 
 
 class _Idle:
@@ -84,8 +85,9 @@ def _serve_loop(listener: Listener, spec: WorkerSpec, code: str, idle: _Idle) ->
     while True:
         try:
             conn = listener.accept()
-        except (OSError, EOFError, AuthenticationError):
-            continue  # a client that failed authentication or hung up
+            check_peer(conn, listener.address)
+        except (OSError, EOFError, AuthenticationError, UntrustedWorker):
+            continue  # a client without the key or of another user, or one that hung up
         idle.set_busy(True)
         try:
             request = conn.recv()
@@ -144,7 +146,7 @@ def main(argv: list[str]) -> None:
         os.environ["PYTHONPATH"] = client_path
     if spec.preload:
         register_package(spec.preload)
-    serve(args.socket, Path(args.key_file).read_bytes(), spec, args.idle)
+    serve(args.socket, read_key(Path(args.key_file)), spec, args.idle)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,3 +44,30 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+def _is_kernels(module: str) -> bool:
+    return module == "kernels" or module.startswith("kernels.")
+
+
+@pytest.fixture
+def triton_interpreter(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Triton's interpreter in this process, for one test, and only for it.
+
+    ``@triton.jit`` reads ``TRITON_INTERPRET`` when a module is imported, so a kernel module
+    imported under it keeps interpreted kernels in ``sys.modules`` for the tests that
+    follow (tests/test_compat_drift.py then failed with "'InterpretedFunction' object has
+    no attribute 'cache_key'"). The test gets ``kernels`` imported afresh under the
+    interpreter; afterwards the modules are those of before. Triton itself is imported
+    first, with the interpreter off: its own ``@triton.jit`` helpers (``tl.cdiv``, ...)
+    stay compilable for the tests that follow."""
+    import triton.language  # noqa: F401
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    before = {name: module for name, module in sys.modules.items() if _is_kernels(name)}
+    for name in before:
+        del sys.modules[name]
+    yield
+    for name in [name for name in sys.modules if _is_kernels(name)]:
+        del sys.modules[name]
+    sys.modules.update(before)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -107,6 +109,40 @@ def test_bench_leaves_no_hash_file_behind(tmp_path: Path) -> None:
     assert len(_records(tmp_path)) == 2
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its parent to reap it does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_bench_stops_the_workers_its_run_started(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A measurement worker that a benchmark started (kept warm for the next case, and
+    idle for 90 s before it exits by itself) is stopped when tools.bench's run ends; the
+    run's worker folder keeps only the workers' logs."""
+    _seed(tmp_path)
+    workers = Path(tempfile.mkdtemp(prefix="kperf-ft-"))  # short: a socket path < 108 bytes
+    monkeypatch.setenv("KPERF_WORKER_DIR", str(workers))
+    monkeypatch.delenv("KPERF_WORKER_IDLE_S", raising=False)
+    proc = _bench(tmp_path, worker="1")
+    pid = None
+    try:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, out + err
+        pid = int((tmp_path / "worker.pid").read_text().split()[0])
+        assert not _running(pid), "the run's measurement worker outlived tools.bench"
+        folder = Path((tmp_path / "worker-dir").read_text())
+        assert folder.parent == workers, "the run's workers had no folder of their own"
+        assert sorted(p.suffix for p in folder.iterdir()) == [".log"]
+    finally:
+        if pid is not None and _running(pid):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(workers)
+
+
 def test_ctrl_c_during_asv_run(tmp_path: Path) -> None:
     """SIGINT to the foreground process group (Ctrl-C): tool and asv stop; the record
     written before stays whole, nothing is published, the hash file is removed."""
@@ -140,7 +176,8 @@ def test_asv_killed_under_the_tool(tmp_path: Path) -> None:
 
 def test_tool_killed_while_asv_runs(tmp_path: Path) -> None:
     """SIGKILL of tools.bench alone: asv underneath runs to its end and its records are
-    whole; the hash file is the one thing a SIGKILL can leave (it cannot be caught)."""
+    whole; the hash file and the run's worker folder (empty here: the fake asv starts no
+    worker) are all a SIGKILL can leave (it cannot be caught)."""
     before = _seed(tmp_path)
     proc = _bench(tmp_path, run="sleep", sleep="1")
     _wait_ready(proc, tmp_path)
@@ -152,7 +189,9 @@ def test_tool_killed_while_asv_runs(tmp_path: Path) -> None:
     records = _records(tmp_path)
     assert sorted(str(r["params"]) for r in records) == [
         "{'case': 'first'}", "{'case': 'second'}", "{}"]
-    assert all(n.startswith("kperf-hashes-") for n in _leftover_tmp(tmp_path))
+    left = _leftover_tmp(tmp_path)
+    assert all(n.startswith(("kperf-hashes-", "kperf-run-")) for n in left), left
+    assert all(not any((tmp_path / "tmp" / n).iterdir()) for n in left if "-run-" in n)
     after = _digests(tmp_path)
     assert {k: after[k] for k in before} == before
 

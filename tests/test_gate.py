@@ -500,7 +500,23 @@ class OpLog(FakeClient):
         if message["op"] == "warm":
             assert all("case" in spec for spec in message["specs"])  # what it will measure
             return {"seconds": 0.0, "missing": []}
+        if message["op"] == "static":
+            return {"figures": {"registers": 64.0}, "artifacts": ["cubin"]}
         return super().request(message, timeout_s)
+
+
+def _run_to_the_end(tmp_path: Path, th, cases: list[dict], make_client,
+                    log=lambda s: None) -> Run:
+    """A gate run over ``cases`` (one lane) with fake workers, measured until it stops;
+    its workers retired at the end, as tools/gate/cli.py does."""
+    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
+                        [Lane(cases=[c["name"] for c in cases])])
+    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=log)
+    try:
+        run.run()
+    finally:
+        run.retire_workers()
+    return run
 
 
 def test_the_next_pair_starts_ahead_and_no_worker_outlives_the_run(tmp_path: Path, th) -> None:
@@ -514,16 +530,11 @@ def test_the_next_pair_starts_ahead_and_no_worker_outlives_the_run(tmp_path: Pat
         return clients.setdefault(slot, OpLog(slot, events))
 
     cases = [{"name": f"c{i}", "kind": "time", "spec": {"case": f"c{i}"}} for i in range(2)]
-    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
-                        [Lane(cases=[c["name"] for c in cases])])
-    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lambda s: None)
-    try:
-        run.run()
-    finally:
-        run.retire_workers()
+    _run_to_the_end(tmp_path, th, cases, make_client)
     assert th.sequential.rounds_per_generation == 1
     used = sorted({int(slot.rsplit("-g", 1)[1]) for slot, op in events if op == "prepare"})
-    started = sorted({int(slot.rsplit("-g", 1)[1]) for slot, _ in events})
+    started = sorted({int(slot.rsplit("-g", 1)[1]) for slot, _ in events
+                      if not slot.endswith("-static")})
     assert len(used) >= th.sequential.min_rounds  # a fresh pair every round
     assert set(started) - set(used) <= {max(started)}  # at most the one started ahead
     for g in used[1:]:
@@ -542,6 +553,26 @@ def test_the_next_pair_starts_ahead_and_no_worker_outlives_the_run(tmp_path: Pat
     assert {(row["case"], row["side"]) for row in prepared if row["generation"] == used[0]} \
         == {(c, side) for c in ("c0", "c1") for side in ("base", "head")}
     assert all(row["wall_s"] >= 0 for row in prepared)
+
+
+def test_a_finished_run_stops_its_static_figures_workers_too(tmp_path: Path, th) -> None:
+    """The static figures' workers (one a side, idle for GATE_IDLE_S = 900 s) are stopped
+    with the timed pairs when the run ends, not left to wait out their idle time."""
+    events: list = []
+    clients: dict = {}
+
+    def make_client(slot: str, **kw) -> OpLog:
+        return clients.setdefault(slot, OpLog(slot, events))
+
+    cases = [{"name": "t0", "kind": "time", "spec": {"case": "t0"}},
+             {"name": "s0", "kind": "static", "spec": {"case": "s0"}, "target": "sm_90a",
+              "figure": "registers"}]
+    _run_to_the_end(tmp_path, th, cases, make_client)
+    static = {slot for slot, op in events if op == "static"}
+    assert static == {"gate-gpu-base-static", "gate-gpu-head-static"}
+    assert all((slot, "shutdown") in events for slot in clients)
+    last_static = max(i for i, (_, op) in enumerate(events) if op == "static")
+    assert all((slot, "shutdown") in events[last_static:] for slot in static)
 
 
 def test_only_blocks_at_the_power_cap_share_the_host_with_a_pair_importing_ahead(
@@ -572,13 +603,7 @@ def test_only_blocks_at_the_power_cap_share_the_host_with_a_pair_importing_ahead
         return clients.setdefault(slot, Slow(slot, events))
 
     cases = [{"name": n, "kind": "time", "spec": {"case": n}} for n in ("capped", "short")]
-    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
-                        [Lane(cases=["capped", "short"])])
-    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lambda s: None)
-    try:
-        run.run()
-    finally:
-        run.retire_workers()
+    _run_to_the_end(tmp_path, th, cases, make_client)
     importing, overlapped = 0, set()
     for slot, what in events:
         importing += {"warm-start": 1, "warm-end": -1}.get(what, 0)
@@ -659,14 +684,8 @@ def test_a_disturbed_round_is_measured_again_and_the_first_try_kept(
         return clients.setdefault(slot, Disturbing(slot, []))
 
     cases = [{"name": NORM, "kind": "time", "spec": {"case": "norm"}}]
-    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
-                        [Lane(cases=[NORM])])
     lines: list[str] = []
-    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lines.append)
-    try:
-        run.run()
-    finally:
-        run.retire_workers()
+    run = _run_to_the_end(tmp_path, th, cases, make_client, log=lines.append)
     again = [line for line in lines if "measured again" in line]
     assert len(again) == 1 and again[0].startswith(f"round {hit_round}:"), again
     assert f"{hit_side} block" in again[0]

@@ -373,6 +373,9 @@ def test_a_static_figure_change_is_exact(toy: dict) -> None:
     assert regs["verdict"] == "SLOW" and regs["before"] == 64 and regs["after"] == 96, log
     assert _case(report, "ToyTime")["verdict"] == "SAME"
     assert code == 1
+    # every worker the run started was stopped when it ended (the static figures' ones
+    # too): a live worker keeps its socket in the workers' folder
+    assert sorted(p.name for p in (toy["root"] / "workers").glob("*.sock")) == [], log
 
 
 @pytest.mark.slow

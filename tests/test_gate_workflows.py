@@ -9,6 +9,7 @@ with node against a stand-in GitHub API).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -275,6 +276,50 @@ def test_containers_get_no_runner_directory_and_no_extra_privilege() -> None:
             assert "--cap-drop ALL" in run
     for cap in ALLOWED_CAPS:
         assert f"`{cap}`" in docs, f"docs/security.md gives no reason for {cap}"
+
+
+FAKE_DOCKER = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["DOCKER_LOG"], "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+"""
+
+
+def test_pr_code_runs_in_a_container_without_a_network(tmp_path: Path) -> None:
+    """The gate step, run by bash with a stand-in ``docker`` that records its arguments:
+    the container that gets the PR's checkout has no network (``--network none``: not the
+    internet, the host's docker bridge or a cloud metadata service) and installs the
+    gate's tools from local wheels only; a container that may reach the network never
+    sees the checkout and only downloads the pinned tools."""
+    bin_dir, workspace = tmp_path / "bin", tmp_path / "workspace"
+    bin_dir.mkdir()
+    workspace.mkdir()
+    (workspace / "pr_code.py").write_text("print('the PR')\n")
+    (bin_dir / "docker").write_text(FAKE_DOCKER)
+    (bin_dir / "docker").chmod(0o755)
+    log, outputs = tmp_path / "docker.log", tmp_path / "outputs"
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "DOCKER_LOG": str(log),
+           "GITHUB_WORKSPACE": str(workspace), "RUNNER_TEMP": str(tmp_path),
+           "GITHUB_OUTPUT": str(outputs), "IMAGE": "rocm/pytorch@sha256:" + "0" * 64,
+           "GPU_OPTIONS": "--device=/dev/kfd --device=/dev/dri", "BASE_REF": "main",
+           "RUNNER_LABEL": "gfx942"}
+    out = _bash(_step(RUN, "gate", "Run the gate in the image")["run"], env)
+    scratch = dict(line.split("=", 1) for line in outputs.read_text().splitlines())["scratch"]
+    try:
+        assert out.returncode == 0, out.stdout + out.stderr
+        calls = [json.loads(line) for line in log.read_text().splitlines()]
+        checkout = f"{scratch}/src"
+        with_code = [c for c in calls if any(checkout in arg for arg in c)]
+        assert len(with_code) == 1, calls
+        gate = with_code[0]
+        assert ("--network", "none") in itertools.pairwise(gate), gate
+        assert "--no-index" in gate[-1] and "pip install" in gate[-1], gate[-1]
+        others = [c for c in calls if c is not gate]
+        assert len(others) == 1, calls
+        command = others[0][others[0].index(env["IMAGE"]) + 1:]
+        assert command[:4] == ["python", "-m", "pip", "download"], command
+    finally:
+        shutil.rmtree(scratch)
 
 
 # ----------------------------------------------------------------- exit codes

@@ -31,10 +31,10 @@ CASE = ("test-ragged", "fp16", "triton")  # gemm's small CPU case: M 96, N 80, K
 
 
 @pytest.fixture
-def cpu_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+def cpu_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, triton_interpreter: None):
     # a short folder: a worker's socket path must fit AF_UNIX's 108 bytes
     workers = Path(tempfile.mkdtemp(prefix="kperf-ts-"))
-    env = {"KPERF_DEVICE": "cpu", "TRITON_INTERPRET": "1", "KPERF_TELEMETRY": "none",
+    env = {"KPERF_DEVICE": "cpu", "KPERF_TELEMETRY": "none",
            "KPERF_WORKER_DIR": str(workers), "KPERF_WORKER_IDLE_S": "60",
            "KPERF_RECORD_DIR": str(tmp_path / "records"), "KPERF_MACHINE": "cpu-test",
            "ASV_COMMIT": "0123456789abcdef0123456789abcdef01234567",

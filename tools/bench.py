@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.worker import run_workers
 from tools import machine as machine_tool
 from tools.asvrun import CPU_SUITES, REPO, asv_env, has_gpu, run_and_publish, write_hashfile
 
@@ -68,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
 
     shas = commits(args.range)
     started, started_at = time.monotonic(), time.time()
-    with write_hashfile(shas) as hashfile:
+    # the run's measurement workers in a folder of its own, stopped when it ends
+    with write_hashfile(shas) as hashfile, run_workers() as workers:
+        env["KPERF_WORKER_DIR"] = str(workers)
         run_args = ["run", "--machine", info["machine"], "--record-samples", "--show-stderr",
                     f"HASHFILE:{hashfile}"]
         for regex in benches:

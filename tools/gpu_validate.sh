@@ -47,6 +47,9 @@ set -u
 out=${OUT:?set OUT}
 source tools/offline_env.sh "${KPERF_BUNDLE:-.gpu/site.tar.xz}" .gpu/asvwhl
 export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+# the measurement workers' folder (harness/worker.py), where their logs are collected from
+export KPERF_WORKER_DIR=${KPERF_WORKER_DIR:-$(mktemp -d /tmp/kperf-w-XXXXXX)}
+worker_logs() { find "$KPERF_WORKER_DIR" -name '*.log' -exec cp --backup=numbered -t "$1" {} +; }
 # Its own repository: a copy sent inside another checkout (a folder of it) would otherwise
 # commit into that one, and asv's "repo": "." could not clone the folder.
 if [ "$(git rev-parse --show-toplevel 2>/dev/null)" != "$(pwd -P)" ]; then
@@ -64,7 +67,7 @@ run_asv() {  # the current commit's benchmarks matching $1 (limit $2 s), log in 
     > "$out/asv.log"
 }
 pack_asv() {  # results, records, the log and the workers' logs: one file per asv step
-  mkdir -p "$out/worker-logs" && cp /tmp/kperf-workers-"$(id -u)"/*.log "$out/worker-logs/" 2>/dev/null
+  mkdir -p "$out/worker-logs" && worker_logs "$out/worker-logs"
   local n; n=$(ls "$out"/asv-*.tgz 2>/dev/null | wc -l)
   local kept=(.asv/results .asv/records)
   [ -d .asv/compile-records ] && kept+=(.asv/compile-records)
@@ -162,7 +165,7 @@ print('imported $mods', flush=True); time.sleep(30)" &
       grep -v "| SAME |" .asv/pr-gate/rounds.md 2>/dev/null | sed -n '7,30p'  # what was undecided
       cp "$out/gate.log" .asv/pr-gate/
       mkdir -p .asv/pr-gate/worker-logs  # each pair's start-up and preparation, per worker
-      cp /tmp/kperf-workers-"$(id -u)"/*.log .asv/pr-gate/worker-logs/ 2>/dev/null
+      worker_logs .asv/pr-gate/worker-logs
       tar -czf "$out/gate-$n-$mode.tgz" --exclude pr-gate/sides -C .asv pr-gate && rm "$out/gate.log" ;;
     stack:*)
       regex=${step#stack:}

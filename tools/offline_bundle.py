@@ -13,6 +13,11 @@ and writes:
   dependencies, asv and its dependencies). z3's command-line binary is dropped (TileLang
   loads only the library) and ``libz3.so`` is linked to the versioned name TileLang's
   extension was linked against.
+  The site's scripts, styles and fonts (the pinned npm packages of tools/site/assets.json,
+  as installed under ``.cache/site-assets/node_modules`` or ``KPERF_SITE_ASSETS``, each file
+  checked against its pin) go in too, under ``kperf-site-assets/``, where
+  ``tools/offline_env.sh`` points ``KPERF_SITE_ASSETS``: the site published on the runner
+  loads nothing from another host.
 - ``OUT/asvwhl/``: the wheels asv installs into each of its environments (asv_runner,
   Pympler), for ``PIP_FIND_LINKS``.
 
@@ -31,6 +36,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from tools.site import asv_pages
 from tools.wheelhouse import WheelhouseError, pip_download_command, read_requirements
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,6 +46,11 @@ ENV_WHEELS = ("asv_runner", "pympler")
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
              "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 Z3_SONAME = "libz3.so.4.15"
+SITE_ASSETS = "kperf-site-assets"  # in the bundle; tools/offline_env.sh names it too
+
+
+class BundleError(RuntimeError):
+    """The bundle cannot be made as asked; the message says what is missing."""
 
 
 def download(requirements: list[str], dest: Path, python_version: str) -> list[Path]:
@@ -64,6 +75,37 @@ def unpack(wheels: list[Path], site: Path) -> None:
                 path.chmod(0o755)
 
 
+def add_site_assets(site: Path, source: Path) -> Path:
+    """Copy the site's pinned assets from ``source`` (a node_modules folder) into
+    ``site/kperf-site-assets`` (package.json, licence files and pinned files of each
+    package), then check that the copy serves a whole offline site."""
+    dest = site / SITE_ASSETS
+    for pkg in asv_pages.manifest()["packages"]:
+        names = ["package.json", *pkg.get("licence_files", []), *(f["path"] for f in pkg["files"])]
+        for name in names:
+            src = source / pkg["name"] / name
+            if src.is_file():
+                (dest / pkg["name"] / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dest / pkg["name"] / name)
+    with tempfile.TemporaryDirectory(prefix="kperf-assets-") as html:
+        report, _ = asv_pages.vendor(Path(html), dest)
+    if not report.ok:
+        shutil.rmtree(dest, ignore_errors=True)
+        raise BundleError(f"the site's assets (tools/site/assets.json) are not all under "
+                          f"{source}: {'; '.join(report.problems)}. Install them with "
+                          f"`bash tools/site/install_assets.sh` (npm) or set KPERF_SITE_ASSETS")
+    return dest
+
+
+def pack(site: Path, bundle: Path) -> None:
+    """``site``'s entries into ``bundle`` (tar.xz), written beside it and renamed in."""
+    partial = bundle.with_suffix(".partial")
+    with tarfile.open(partial, "w:xz", preset=6) as tar:
+        for entry in sorted(site.iterdir()):
+            tar.add(entry, arcname=entry.name)
+    partial.replace(bundle)
+
+
 def is_env_wheel(wheel: Path) -> bool:
     return wheel.name.split("-")[0].lower() in ENV_WHEELS
 
@@ -73,6 +115,7 @@ def build(out: Path, python_version: str, requirements_file: Path = REQUIREMENTS
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kperf-bundle-") as tmp:
         work = Path(tmp)
+        add_site_assets(work / "site", asv_pages.assets_dir())  # before the long download
         wheels = download(requirements, work / "wheels", python_version)
         asvwhl = out / "asvwhl"
         shutil.rmtree(asvwhl, ignore_errors=True)
@@ -82,11 +125,7 @@ def build(out: Path, python_version: str, requirements_file: Path = REQUIREMENTS
                 shutil.copy2(wheel, asvwhl / wheel.name)
         unpack(wheels, work / "site")
         bundle = out / "site.tar.xz"
-        partial = bundle.with_suffix(".partial")
-        with tarfile.open(partial, "w:xz", preset=6) as tar:
-            for entry in sorted((work / "site").iterdir()):
-                tar.add(entry, arcname=entry.name)
-        partial.replace(bundle)
+        pack(work / "site", bundle)
     return bundle
 
 
@@ -99,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         bundle = build(args.out.resolve(), args.python_version, args.requirements)
-    except (WheelhouseError, subprocess.CalledProcessError) as err:
+    except (WheelhouseError, BundleError, subprocess.CalledProcessError) as err:
         print(f"offline_bundle: {err}", file=sys.stderr)
         return 1
     size = bundle.stat().st_size / 2**20

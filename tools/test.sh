@@ -19,4 +19,6 @@ fi
 .venv/bin/python -m tools.rocm_toolchain fetch rocm-7.2.2 >/dev/null
 export TRITON_DEFAULT_FP_FUSION=1
 .venv/bin/ruff check .
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"
+# in reverse order: a test file that leaks state into the next fails here, where the
+# alphabetical order a developer runs would hide it (docs/reliability.md)
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 --reverse "$@"

@@ -102,7 +102,9 @@ class Run:
 
     def retire_workers(self, spare_too: bool = True) -> None:
         """Stop this generation's workers (the GPU's memory back; fresh ones next), and
-        the next generation's if they were started ahead and are not to be used."""
+        the next generation's if they were started ahead and are not to be used. At the
+        end of the run (``spare_too``) the static figures' workers too, which would
+        otherwise wait out their idle time (``GATE_IDLE_S``)."""
         generations = [self.generation]
         spare, self.ahead = (self.ahead, None) if spare_too else (None, self.ahead)
         if spare is not None:
@@ -112,6 +114,10 @@ class Run:
             for lane in self.plan.lanes:
                 for side in SIDES:
                     self.client(lane, side, generation=generation).shutdown()
+        if spare_too:
+            for lane in self.plan.lanes:
+                for side in SIDES:
+                    self.client(lane, side, static=True).shutdown()
         if spare is not None:  # its request ends once its workers are gone
             with contextlib.suppress(Exception):
                 spare[1].result()

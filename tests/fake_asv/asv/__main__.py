@@ -6,7 +6,9 @@ per-sample record through the real harness.record and a results file; ``publish`
 ``FAKE_ASV_PUBLISH`` choose what happens next:
 ``ok`` (exit 0), ``fail`` (exit 2), ``kill`` (SIGKILL itself), ``sleep`` (print READY and
 write ``asv-ready`` in the root, wait ``FAKE_ASV_SLEEP`` seconds, write a second record,
-exit 0).
+exit 0). With ``FAKE_ASV_WORKER`` set, ``run`` also starts a measurement worker as a
+benchmark would (tests/_worker_handlers.py) and leaves it running; its pid goes to
+``worker.pid`` in the root, its folder to ``worker-dir``.
 """
 
 import json
@@ -37,6 +39,15 @@ if command == "run":
                  {"samples": [1.0, 1.1], "clocks": [1500, 1500]})
     atomic_write_json(root / ".asv" / "results" / machine / f"{commit[:8]}-fake-env.json",
                       {"commit_hash": commit, "results": {}})
+    if os.environ.get("FAKE_ASV_WORKER"):  # a benchmark's measurement worker, left running
+        from harness.worker import WorkerClient, WorkerSpec
+
+        handler = f"{REPO / 'tests' / '_worker_handlers.py'}:handle"
+        client = WorkerClient(WorkerSpec(handler=handler, sys_path=tuple(sys.path)))
+        client.request({"op": "hello from asv"}, 60)
+        (pid_file,) = client.dir.glob("*.pid")
+        (root / "worker.pid").write_text(pid_file.read_text())
+        (root / "worker-dir").write_text(str(client.dir))
 elif command == "publish":
     # asv publish writes its site where --html-dir says (tools/publish.py builds beside
     # the live one and swaps it in), relative to the config's folder
