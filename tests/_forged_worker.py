@@ -1,5 +1,5 @@
-"""A forged measurement worker, for tests/test_worker.py: what an attacker would put where a
-victim's client looks for its worker.
+"""A forged measurement worker, for tests/test_worker_impostors.py: what an attacker would
+put where a victim's client looks for its worker.
 
     python tests/_forged_worker.py SOCKET KEY_FILE MARKER [UID]
 

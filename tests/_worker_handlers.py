@@ -1,4 +1,4 @@
-"""Handlers for tests/test_worker.py, loaded by a measurement worker from this file's path.
+"""Handlers for tests/test_worker*.py, loaded by a measurement worker from this file's path.
 
 ``toycode`` is the test's stand-in for the code under test (``kernels``): the worker
 imports it from the client's ``sys.path`` and fingerprints its files.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -71,3 +72,28 @@ def triton_interpreter(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name in [name for name in sys.modules if _is_kernels(name)]:
         del sys.modules[name]
     sys.modules.update(before)
+
+
+@pytest.fixture(scope="module")
+def th():
+    """The gate's thresholds.json, as the gate reads it."""
+    from tools.gate.config import Thresholds
+
+    return Thresholds.load(REPO / "thresholds.json")
+
+
+@pytest.fixture
+def workers(monkeypatch: pytest.MonkeyPatch):
+    """Real measurement workers in a private folder, started through a reaper
+    (tests/_workers.py). tests/test_pidfile.py has a ``workers`` of its own."""
+    from types import SimpleNamespace
+
+    from harness import worker
+    from tests._workers import Workers
+
+    w = Workers()
+    monkeypatch.setenv("KPERF_WORKER_DIR", str(w.dir))
+    monkeypatch.setattr(worker, "subprocess", SimpleNamespace(
+        Popen=w.popen, DEVNULL=subprocess.DEVNULL, STDOUT=subprocess.STDOUT))
+    yield w
+    w.close()

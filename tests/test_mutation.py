@@ -10,7 +10,7 @@ from tools import mutation
 from tools.mutants import MUTANTS, Mutant
 
 REPO = Path(__file__).resolve().parent.parent
-PRECEDENCE = "tests/test_gate.py::test_exit_code_precedence"
+PRECEDENCE = "tests/test_gate_verdicts.py::test_exit_code_precedence"
 
 
 def test_every_mutant_applies_once_and_names_tests_that_exist() -> None:

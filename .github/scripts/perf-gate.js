@@ -1,6 +1,6 @@
 // The trusted half of the PR performance gate (.github/workflows/perf-gate-run.yml).
 // Loaded by actions/github-script from a checkout of the default branch, never from the
-// pull request; tests/test_gate_workflows.py runs these functions under node.
+// pull request; tests/test_gate_workflow_scripts.py runs these functions under node.
 'use strict';
 
 const MARKER = '<!-- kperf-gate -->';

@@ -1,0 +1,38 @@
+"""The gate's report (gate.md): hostile case names stay in their cell, base and head and
+hidden characters are escaped."""
+
+from __future__ import annotations
+
+from tools.gate import report
+from tools.gate.model import Verdict
+
+
+def test_hostile_case_names_stay_in_their_cell() -> None:
+    name = "bench_x.X.track_time('a|b', '`c`', '<script>x</script>', '@you')"
+    v = Verdict(name, "", "compute", "SLOW", reason="x | y", ratio=1.5)
+    text = report.markdown([v], 1, {"label": "l|`", "base": "a" * 10, "head": "b" * 10,
+                                    "base_how": "given as `HEAD~1`", "machine": "m|x",
+                                    "design": "d", "alpha": 0.01, "beta": 0.05,
+                                    "correction": "BH"})
+    row = next(line for line in text.splitlines() if "bench" in line)
+    cells = [c for c in row.split(" | ")]
+    assert len(row.replace("\\|", "").split("|")) == 9, row  # 7 columns, 8 bars + ends
+    assert "<script>" not in text and "@you" not in text and "&lt;script&gt;" in text
+    assert "**SLOW**" in cells[-1]
+
+
+def test_base_head_and_hidden_characters_are_escaped_in_the_report() -> None:
+    """base and head go into gate.md as code only when they are commit ids; anything else
+    (a gate-state.json written by hand) is escaped text. U+202E and its kin, which show a
+    text reordered, and control characters are gone from every field."""
+    v = Verdict("bench_x.X.track_time('a\u202eb', 'c\u2066d')", "", "compute", "SAME",
+                reason="r\u200bs\x1b[31m")
+    info = {"label": "l\u202e", "base": "[x](//e)`<img>", "head": "0123abcdef" * 4,
+            "base_how": "h\u2067", "machine": "m", "design": "d", "alpha": 0.01,
+            "beta": 0.05, "correction": "BH"}
+    text = report.markdown([v], 0, info)
+    assert "base \\[x\\](//e)\\`&lt; (h" in text, text  # the first 10 characters, as text
+    assert "head `0123abcdef`" in text
+    hidden = "\u202e\u2066\u2067\u200b\x1b"
+    assert not set(hidden) & set(text), ascii(text)
+    assert not set(hidden) & set(report.md("x\u202ey\x00z")), "md() itself"

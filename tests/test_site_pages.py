@@ -1,0 +1,165 @@
+"""The site's pages without a browser (tools/site/, tools/telemetry_pages.py): units, the
+head-to-head figures and their reasons, steps explained from the records either side,
+and everything generated escaped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools import telemetry_pages
+from tools.site import data, gatepages, headtohead, pages
+
+from ._site import HOSTILE, _files, _record
+from .conftest import REPO
+
+# ----------------------------------------------------------------- figures and pages
+
+
+def test_units_fit_kernels() -> None:
+    assert [pages.fmt_time(x) for x in (2.3e-4, 1.5, 0.0123, 4.2e-8)] == [
+        "230 µs", "1.50 s", "12.3 ms", "42.0 ns"]
+    assert pages.fmt_energy(0.128) == "128 mJ" and pages.fmt_time(None) == "—"
+
+
+def test_head_to_head_figures_and_reasons() -> None:
+    commit = "c" * 40
+    rf = _files({"tilelang": 2.0e-4, "triton": None, "torch": 1.0e-4}, commit)
+    recs = []
+    for backend, tflops, gbps, schema in (("tilelang", 500.0, 2.0, "kperf-record-1"),
+                                          ("torch", 1000.0, 10.0, "kperf-record-2")):
+        r = _record(commit, schema, tflops=tflops, gbps=gbps)
+        r["params"]["backend"] = backend
+        r["_schema_version"] = data.RECORD_SCHEMAS[schema]
+        recs.append(r)
+    views = headtohead.build({"m1": {"gpu": "G"}}, [rf], {}, recs)
+    (table,) = views[0].tables
+    (case, dtype, cells) = table.rows[0]
+    tl, tr, torch = cells
+    assert (case, dtype) == ("square-4096", "fp16")
+    assert tl.time_s == 2.0e-4 and tl.vs_torch == pytest.approx(0.5)
+    assert tl.roof_frac == pytest.approx(0.5) and tl.roof_kind == "compute"
+    assert tl.energy_j is None and "before schema 2" in tl.energy_why
+    assert torch.energy_j == 0.06 and torch.roof_frac == pytest.approx(1.0)
+    assert tr.status == "failed" and "asv keeps no error text" in tr.reason
+    assert views[0].compute_roofs["fp16"].value == 1000.0
+    assert "best GB/s any kernel" in views[0].bandwidth_roof.source
+    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
+    assert 'data-v="0.0002"' in html and "200 µs" in html and "0.50×" in html
+    cpu = headtohead.build({"cpu": {"gpu": "none"}}, [], {}, [])
+    assert "has no GPU" in cpu[0].why_empty
+
+
+def test_head_to_head_takes_an_unchanged_baseline_from_the_commit_that_timed_it() -> None:
+    """``--baseline changed`` leaves torch untimed (a skip) at a commit where nothing its
+    timing depends on changed: the page takes its latest timed point and says where from."""
+    older, newer = "a" * 40, "b" * 40
+    files = [_files({"tilelang": 2.0e-4, "triton": 3.0e-4, "torch": 1.0e-4}, older),
+             _files({"tilelang": 2.5e-4, "triton": 3.0e-4, "torch": float("nan")}, newer)]
+    recs = [_record(older, backend="x") | {"params": {"case": "square-4096", "dtype": "fp16",
+                                                      "backend": "torch"}}]
+    views = headtohead.build({"m1": {"gpu": "G"}}, files, {}, recs,
+                             revisions={older: 1, newer: 2})
+    (table,) = views[0].tables
+    tl, _, torch = table.rows[0][2]
+    assert table.commit == newer and tl.time_s == 2.5e-4
+    assert torch.status == "ok" and torch.time_s == 1.0e-4 and torch.timed_at == older
+    assert torch.n_records == 1  # the records of the commit that timed it
+    assert tl.vs_torch == pytest.approx(0.4) and "timed at aaaaaaaa" in tl.vs_torch_why
+    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
+    assert "@aaaaaaaa" in html and "0.40×*" in html
+    # timed at the latest commit: that point, no note
+    files[1] = _files({"tilelang": 2.5e-4, "triton": 3.0e-4, "torch": 1.2e-4}, newer)
+    views = headtohead.build({"m1": {"gpu": "G"}}, files, {}, recs,
+                             revisions={older: 1, newer: 2})
+    tl, _, torch = views[0].tables[0].rows[0][2]
+    assert torch.time_s == 1.2e-4 and not torch.timed_at and not tl.vs_torch_why
+
+
+def test_everything_generated_is_escaped(tmp_path: Path) -> None:
+    commit = "d" * 40
+    rf = _files({"tilelang": 1e-4, "triton": 1e-4, "torch": 1e-4}, commit, machine=HOSTILE)
+    rf.results["bench_gemm.GemmTime.track_time"]["params"][0] = [repr(HOSTILE)]
+    views = headtohead.build({HOSTILE: {"gpu": HOSTILE}}, [rf], {}, [])
+    notes = data.Notes([(HOSTILE, HOSTILE)])
+    html = headtohead.render(views, notes, "https://h/commit/",
+                             {commit: {"subject": HOSTILE, "time": 0}})
+    assert "<script>window" not in html and "<img src=x" not in html
+    assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 4
+    rep = {"schema": "kperf-gate-2", "status": HOSTILE, "exit_code": 1, "label": HOSTILE,
+           "summary": HOSTILE, "base": "not-a-sha<b>", "head": commit, "machine": HOSTILE,
+           "cases": [{"case": HOSTILE, "env": HOSTILE, "verdict": HOSTILE, "reason": HOSTILE,
+                      "ratio": 1.2, "ci": [1.1, 1.3], "before": 1e-3, "after": 1.2e-3,
+                      "unit": "seconds", "extra_field_of_a_later_schema": [1]}],
+           "_markdown": HOSTILE, "_source": HOSTILE, "_mtime": 0.0, "_id": "r1"}
+    page = gatepages.report_page(rep, "https://h/commit/")
+    assert "<script>window" not in page and "<img src=x" not in page
+    assert "1.20 ms" in page and "[1.1000, 1.3000]" in page
+    index = gatepages.write(tmp_path, [rep], {"classes": {HOSTILE: {"doc": HOSTILE}}},
+                            data.Notes(), "")
+    assert "<script>window" not in index.read_text()
+    rec = _record(commit)
+    rec["machine"] = rec["benchmark"] = HOSTILE
+    tele = telemetry_pages.write_telemetry_pages(tmp_path, records=[rec]).read_text()
+    assert "<script>window" not in tele and tele.count("</script>") == 2
+
+
+# ----------------------------------------------------------------- steps and their causes
+
+
+def _step_files(values: list[float]) -> list[data.ResultFile]:
+    return [_files({"tilelang": v, "triton": 1e-4, "torch": 1e-4}, c * 40)
+            for c, v in zip("abc", values, strict=True)]
+
+
+def _capped(commit: str, clock: float, bits: int = 0x4, energy_j: float = 0.06) -> dict:
+    rec = _record(commit, energy_per_call_j=energy_j)
+    rec["params"]["backend"] = "tilelang"
+    for w in rec["measurement"]["windows"]:
+        w.update(sm_clock_mhz_median=clock, power_w_mean=690.0, throttle_bits_or=bits)
+    rec["measurement"]["windows"] = [dict(w) for w in rec["measurement"]["windows"]]
+    return rec
+
+
+def test_a_step_is_explained_from_the_records_either_side() -> None:
+    """asv's jump (None, rev): its commit and the latest earlier commit with a value; the
+    clock drop at the power limit is the code's, a thermal bit makes it the environment's,
+    a commit without records leaves the cause unknown."""
+    from tools.gate.config import Thresholds
+    from tools.site import steps
+
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    files = _step_files([2.0e-4, 2.0e-4, 2.2e-4])
+    history = steps.History(files, {}, [_capped(b, 1400.0), _capped(c, 1270.0, energy_j=0.066)],
+                            {a: 0, b: 1, c: 2})
+    name = "bench_gemm.GemmTime.track_time('square-4096', 'fp16', 'tilelang')"
+    graph = "graphs/arch-x86_64/branch-main/machine-m1/bench_gemm.GemmTime.track_time.json"
+    regressions = {"regressions": [[name, graph, {}, 0, 2.2e-4, 2.0e-4,
+                                    [[None, 2, 2.0e-4, 2.2e-4], [0, 2, 2.0e-4, 2.2e-4]]],
+                                   ["a later asv's shape"]]}
+    th = Thresholds.load(REPO / "thresholds.json")
+    found = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1", "m10"], history,
+                             th, {r"^bench_gemm\.": 0.025})
+    one, ranged = found
+    assert (one.before.commit, one.after.commit) == (b, c) and one.machine == "m1"
+    assert one.time_ratio == pytest.approx(1.1) and one.threshold == 0.025
+    assert one.cause == "code" and one.text == ("x1.100, energy +10.0%, clock 1400 → 1270 MHz "
+                                                "at the 700 W limit: the code's own")
+    assert (ranged.before.commit, ranged.cause) == (a, "unknown")
+    assert "no record with clock readings before the step" in ranged.why
+    history = steps.History(files, {}, [_capped(b, 1400.0), _capped(c, 1270.0, 0x4 | 0x20)],
+                            {a: 0, b: 1, c: 2})
+    (hot, _) = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1"], history, th)
+    assert hot.cause == "environment" and "0x20" in hot.why and hot.threshold is None
+    assert steps.machine_of(graph, ["m10", "m1"]) == "m1"
+
+
+def test_steps_and_their_causes_are_escaped() -> None:
+    from tools.site import steps
+
+    step = steps.Step(HOSTILE, HOSTILE, "b", {}, steps.Side("d" * 40), steps.Side(HOSTILE),
+                      1, cause="environment", why=HOSTILE, text=HOSTILE, id="x")
+    html = headtohead.steps_table(HOSTILE, [step], "https://h/commit/")
+    assert "<script>window" not in html and "<img src=x" not in html
+    assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 3
