@@ -12,8 +12,8 @@ from the working tree for every commit, benchmarks/__init__.py) and the code und
 ``kernels`` stand side by side at the bottom; ``benchmarks`` (asv's suites, the glue
 between the two) above them; ``tools`` above that; ``tests`` above all.
 
-The size rule covers the folders in ``SIZE_CHECKED``. tools/ and tests/ are being split
-(issue 29); add "tools" and "tests" to that tuple once their files are under the limit.
+The size rule covers the folders in ``SIZE_CHECKED``. tools/ is being split (issue 29);
+add "tools" to that tuple once its files are under the limit.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SKIPPED_FOLDERS = ("html", "__pycache__")  # and every hidden folder
 MAX_LINES = 450
-SIZE_CHECKED = ("harness", "kernels", "benchmarks")
+SIZE_CHECKED = ("harness", "kernels", "benchmarks", "tests")
 # For each top-level package, those it must never import.
 NEVER_IMPORTS = {
     "harness": ("kernels", "benchmarks", "tools", "tests"),
