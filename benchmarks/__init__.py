@@ -30,7 +30,7 @@ def _load_harness() -> None:
 _load_harness()
 
 # Modules the fork server imports once, so each benchmark process does not pay for them
-# (tools/asvrun.py sets the list: torch, Triton and TileLang). TileLang's import initialises
+# (tools/history/asvrun.py sets the list: torch, Triton and TileLang). TileLang's import initialises
 # CUDA, which forked children cannot use; they never do: timed cases run in a measurement
 # worker (harness/worker.py), a fresh process.
 # Only a speed-up: a module this environment lacks is left to the benchmark that needs it,

@@ -1,7 +1,7 @@
 """Time one case: the one path by which every tool measures a kernel.
 
 asv's timed suites (``_suites._TimeSuite``, through a measurement worker), the PR gate
-(``tools.gate``, through a worker per side) and ``tools.perf`` (through
+(``tools.gate``, through a worker per side) and ``tools.history.perf`` (through
 ``harness.isolate``) all prepare, check and time a case here, so they measure it the
 same way. This module is the glue between the measurement core (``harness``, which
 never imports kernels) and the code under test (``kernels``, imported lazily from

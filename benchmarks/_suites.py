@@ -88,7 +88,7 @@ class _CaseSuite:
 
     def selected(self) -> list[dict[str, Any]]:
         """The cases of this suite the run measures: asv's ``-b`` regexes (passed on by
-        tools.bench as ``KPERF_BENCH_REGEX``, a JSON list) matched as asv matches them, on
+        tools.history.bench as ``KPERF_BENCH_REGEX``, a JSON list) matched as asv matches them, on
         ``name(param, ...)`` with each parameter's repr."""
         regexes = json.loads(os.environ.get(BENCH_REGEX, "[]"))
         name = _bench_name(self, self.method)

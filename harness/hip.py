@@ -12,7 +12,7 @@ On a ROCm machine TileLang hands its HIP source to hipcc. Here the same source g
   difference under ``rocm-<version>`` is that release's optimiser and code generator.
 
 Every toolchain uses the same HIP 6.4.3 headers and ROCm 6.0 device libraries (Debian's
-packages, carried in third_party/debian/ and unpacked by ``tools.rocm_toolchain install``):
+packages, carried in third_party/debian/ and unpacked by ``tools.stacks.rocm_toolchain install``):
 a ROCm version here varies the compiler, not the headers. Triton brings its own LLVM and
 is not compiled by these toolchains.
 """
@@ -91,7 +91,7 @@ def hip_tree() -> Path:
     tree = toolchain_root() / "hip"
     if not (tree / "tree.json").exists():
         raise ToolchainMissing(f"{tree}: no HIP headers and device libraries; run "
-                               f"`python -m tools.rocm_toolchain install`")
+                               f"`python -m tools.stacks.rocm_toolchain install`")
     return tree
 
 
@@ -112,7 +112,7 @@ def toolchain(name: str | None = None) -> Toolchain:
         stamp = toolchain_root() / name / "toolchain.json"
         if not stamp.exists():
             raise ToolchainMissing(f"{name}: not installed under {stamp.parent}; run "
-                                   f"`python -m tools.rocm_toolchain fetch {name}`")
+                                   f"`python -m tools.stacks.rocm_toolchain fetch {name}`")
         info = json.loads(stamp.read_text())
         return Toolchain(name, stamp.parent / "librocmllvm.so", str(info["llvm_version"]))
     raise ToolchainMissing(f"{TOOLCHAIN_ENV}={name!r}: not a toolchain (clang19, llvm19 or "

@@ -1,7 +1,7 @@
 """Turn one op case into timed calls: inputs, build, correctness check, rotating buffers.
 
 The op is passed in (duck-typed like ``kernels.op.OpDef``), so the measurement core
-never imports the code under test. Both asv suites and ``tools.perf`` prepare cases
+never imports the code under test. Both asv suites and ``tools.history.perf`` prepare cases
 through here, so both check and time a case the same way.
 """
 

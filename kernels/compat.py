@@ -69,7 +69,7 @@ FEATURES: dict[str, Feature] = {
                                          "both locations are tried)"),
 }
 
-# Releases the kernels' compile paths were run on (tests and tools/matrix.py). Outside
+# Releases the kernels' compile paths were run on (tests and tools/stacks/matrix.py). Outside
 # these, an API error is version drift; inside them, it is a bug.
 TESTED: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
     "triton": ((3, 6), (3, 8)),

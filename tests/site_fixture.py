@@ -27,7 +27,7 @@ from typing import Any
 
 from tests import codegen_fixture
 from tests.test_asv_commits import _edit, _git
-from tools.asvrun import asv_env, run_asv
+from tools.history.asvrun import asv_env, run_asv
 from tools.machine import write_machine_file
 from tools.site.data import TIME_PARAMS
 
@@ -230,8 +230,8 @@ def build_history(source: Path, tmp: Path, assets: Path) -> History:
 
 
 def publish(history: History) -> int:
-    """tools.publish of this working tree over the clone's .asv, as the main job runs it."""
-    from tools import publish as publish_tool
+    """tools.site.publish of this working tree over the clone's .asv, as the main job runs it."""
+    from tools.site import publish as publish_tool
 
     env = {k: v for k, v in history.env.items() if k != "KPERF_RECORD_DIR"}
     return publish_tool.publish(repo=history.repo, env=env, asset_source=history.assets)
@@ -301,7 +301,7 @@ def _write_benchmarks(results: Path) -> dict[str, dict[str, Any]]:
     from asv.benchmarks import Benchmarks
 
     from tests.conftest import REPO
-    from tools.history_thresholds import discover
+    from tools.history.history_thresholds import discover
 
     found = discover(REPO / "benchmarks")
     conf = SimpleNamespace(results_dir=str(results), benchmark_dir=str(REPO / "benchmarks"))
@@ -381,7 +381,7 @@ def _write_step_record(root: Path, commit: str, index: int, case: Case, run: Run
               "max_abs_err": 0.0, "energy_per_call_j": run.energy_j, "pid": 1,
               "idle_before_s": 0.2}
     env = {"KPERF_MACHINE": STEP_MACHINE, "ASV_COMMIT": commit, "ASV_ENV_NAME": ENV}
-    with pytest.MonkeyPatch.context() as patch:  # what asv and tools.asvrun set
+    with pytest.MonkeyPatch.context() as patch:  # what asv and tools.history.asvrun set
         for key, value in env.items():
             patch.setenv(key, value)
         record.write_record(case[0], dict(zip(TIME_PARAMS, case[1:], strict=True)),

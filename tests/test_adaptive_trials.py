@@ -17,7 +17,7 @@ from scipy import stats as sps
 
 from harness.timing import Plan, measure
 from harness.trials import median_rel_half_width, trials_stop
-from tools.bench import trials_summary
+from tools.history.bench import trials_summary
 
 from .fakes import FakeGpu, FakeKernel
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.asvrun import asv_env, run_asv
+from tools.history.asvrun import asv_env, run_asv
 from tools.machine import write_machine_file
 
 from .conftest import REPO

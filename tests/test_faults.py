@@ -1,4 +1,4 @@
-"""The fault suite (docs/reliability.md): interruptions of tools.bench, of asv underneath it
+"""The fault suite (docs/reliability.md): interruptions of tools.history.bench, of asv underneath it
 and of publish, with a stand-in asv (tests/fake_asv) so that each case takes a second.
 
 What must hold in every case: what was recorded before the fault is still there and whole
@@ -25,12 +25,12 @@ REPO = Path(__file__).resolve().parent.parent
 FAKE_ASV = REPO / "tests" / "fake_asv"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
-# tools.bench with the slow probes replaced (no torch import, no ~/.asv-machine.json) and
+# tools.history.bench with the slow probes replaced (no torch import, no ~/.asv-machine.json) and
 # every path under the test's folder instead of the repository
 BENCH_DRIVER = f"""
 import sys
 from pathlib import Path
-from tools import asvrun, bench
+from tools.history import asvrun, bench
 root = Path(sys.argv[1])
 real_env = asvrun.asv_env
 bench.REPO = root
@@ -101,7 +101,7 @@ def test_bench_leaves_no_hash_file_behind(tmp_path: Path) -> None:
     proc = _bench(tmp_path)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
-    assert _leftover_tmp(tmp_path) == [], "tools.bench left its HASHFILE in $TMPDIR"
+    assert _leftover_tmp(tmp_path) == [], "tools.history.bench left its HASHFILE in $TMPDIR"
     assert "HASHFILE:" in (tmp_path / "asv-calls.log").read_text()
     assert (tmp_path / "html" / "index.json").exists()
     after = _digests(tmp_path)
@@ -121,7 +121,7 @@ def _running(pid: int) -> bool:
 def test_bench_stops_the_workers_its_run_started(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A measurement worker that a benchmark started (kept warm for the next case, and
-    idle for 90 s before it exits by itself) is stopped when tools.bench's run ends; the
+    idle for 90 s before it exits by itself) is stopped when tools.history.bench's run ends; the
     run's worker folder keeps only the workers' logs."""
     _seed(tmp_path)
     workers = Path(tempfile.mkdtemp(prefix="kperf-ft-"))  # short: a socket path < 108 bytes
@@ -133,7 +133,7 @@ def test_bench_stops_the_workers_its_run_started(tmp_path: Path,
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, out + err
         pid = int((tmp_path / "worker.pid").read_text().split()[0])
-        assert not _running(pid), "the run's measurement worker outlived tools.bench"
+        assert not _running(pid), "the run's measurement worker outlived tools.history.bench"
         folder = Path((tmp_path / "worker-dir").read_text())
         assert folder.parent == workers, "the run's workers had no folder of their own"
         assert sorted(p.suffix for p in folder.iterdir()) == [".log"]
@@ -175,7 +175,7 @@ def test_asv_killed_under_the_tool(tmp_path: Path) -> None:
 
 
 def test_tool_killed_while_asv_runs(tmp_path: Path) -> None:
-    """SIGKILL of tools.bench alone: asv underneath runs to its end and its records are
+    """SIGKILL of tools.history.bench alone: asv underneath runs to its end and its records are
     whole; the hash file and the run's worker folder (empty here: the fake asv starts no
     worker) are all a SIGKILL can leave (it cannot be caught)."""
     before = _seed(tmp_path)

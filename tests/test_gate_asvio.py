@@ -159,7 +159,7 @@ def test_the_pr_folder_is_never_the_history(tmp_path: Path, kept: str, capsys) -
 
 
 def test_the_telemetry_page_reads_throttle_bits_as_the_gate_does() -> None:
-    from tools import telemetry_pages
+    from tools.site import telemetry_pages
 
     th = Thresholds.load(REPO / "thresholds.json")
     assert telemetry_pages.environment_bits() == th.environment_bits

@@ -303,17 +303,17 @@ def test_nightly_keeps_records_with_the_results_and_publishes_them() -> None:
     jobs = _load(NIGHTLY)["jobs"]
     measure = _step(NIGHTLY, "measure", "asv run NEW in the image")["run"]
     assert '"run", "NEW"' in measure and "--record-samples" in measure
-    assert "tools.records_archive pack --records .asv/records" in measure
+    assert "tools.history.records_archive pack --records .asv/records" in measure
     assert "nightly-out/records/$machine/" in measure and ".tar.xz" in measure
     upload = next(s for s in jobs["measure"]["steps"]
                   if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["path"] == "${{ runner.temp }}/nightly-out/"
     store = _step(NIGHTLY, "store", "Store results and records")["run"]
-    assert "tools.records_archive store --incoming incoming --into history" in store
+    assert "tools.history.records_archive store --incoming incoming --into history" in store
     assert "git add -A results records" in _step(NIGHTLY, "store", "Push")["run"]
     publish = _step(NIGHTLY, "publish", "Results and records from perf-results")["run"]
-    assert "tools.records_archive unpack" in publish and "--dest .asv/records" in publish
+    assert "tools.history.records_archive unpack" in publish and "--dest .asv/records" in publish
     runs = [s.get("run", "") for s in jobs["publish"]["steps"]]
     assert "python -m asv publish" in runs
-    assert any("tools.telemetry_pages --html html --records .asv/records" in r for r in runs)
+    assert any("tools.site.telemetry_pages --html html --records .asv/records" in r for r in runs)
     assert jobs["store"]["needs"] == "measure" and jobs["publish"]["needs"] == "store"

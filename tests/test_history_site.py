@@ -4,7 +4,7 @@ unchanged control, in time and in energy per call; each step says its cause.
 
 One history of two commits is built on the CPU from records (tests/site_fixture.py,
 ``build_step_history``: asv's results written by asv, records by harness.record; the
-figures synthetic), as a user tries two commits with ``tools.bench --range``. Per class
+figures synthetic), as a user tries two commits with ``tools.history.bench --range``. Per class
 a case steps by 1.2 times its class's threshold and an unchanged control moves by twice
 the class's run-to-run spread (its 90th percentile or so: the bandwidth class's energy
 then moves +11.8%, as an unchanged RMSNorm's did with the board's state). Beside them a
@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 
 from tests import site_fixture as fx
+from tools.gate.asvio import asv_threshold
 from tools.gate.config import Thresholds
-from tools.history_thresholds import History as Spreads
-from tools.history_thresholds import asv_threshold
+from tools.history.history_thresholds import History as Spreads
 from tools.site.steps import summary
 
 from .conftest import REPO
@@ -189,8 +189,8 @@ def test_every_step_at_a_class_threshold_is_flagged_and_no_control(site: dict) -
 def test_the_old_thresholds_fail_the_same_history(site: dict, tmp_path: Path) -> None:
     """asv.conf.json before the classes (5% time, 0.01% for the rest): the compute and
     bandwidth steps go unflagged and the unchanged controls' energy is flagged."""
-    from tools import publish as publish_tool
     from tools.gate.asvio import load_project_conf
+    from tools.site import publish as publish_tool
 
     history = site["history"]
     conf = load_project_conf(history.repo / "asv.conf.json")

@@ -1,4 +1,4 @@
-"""The history's regression thresholds (tools/history_thresholds.py): asv.conf.json and
+"""The history's regression thresholds (tools/history/history_thresholds.py): asv.conf.json and
 docs/site.md in step with their sources, every series given its class's threshold by
 asv's own matching, and the rule that turns a class's spread into a threshold."""
 
@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from tools import history_thresholds as ht
 from tools.config import ConfigError
+from tools.gate import asvio
 from tools.gate.config import KernelClass, Thresholds
+from tools.history import history_thresholds as ht
 
 from .conftest import REPO
 
@@ -24,7 +25,7 @@ def discovered() -> list[dict]:
 
 def test_asv_conf_and_docs_are_in_step_with_their_sources() -> None:
     gen = ht.generate(REPO)
-    assert ht.stale(REPO, gen) == [], "run: python -m tools.history_thresholds --write"
+    assert ht.stale(REPO, gen) == [], "run: python -m tools.history.history_thresholds --write"
 
 
 def test_asv_gives_every_series_its_class_threshold(discovered: list[dict]) -> None:
@@ -44,7 +45,7 @@ def test_asv_gives_every_series_its_class_threshold(discovered: list[dict]) -> N
             measure = ("energy" if "Energy.track_energy(" in s.name else "time") \
                 if not klass.exact and (klass.name, "time") in history.spreads else ""
             expected = history.threshold(klass, measure)
-            assert ht.asv_threshold(table, s.name) == expected, s.name
+            assert asvio.asv_threshold(table, s.name) == expected, s.name
             seen.setdefault(f"{klass.name} {measure}".strip(), set()).add(expected)
             n += 1
     assert n > 400

@@ -1,4 +1,4 @@
-"""The mutation runner (tools/mutation.py) and its list (tools/mutants.py): every mutant
+"""The mutation runner (tools/gate/mutation.py) and its list (tools/gate/mutants.py): every mutant
 still applies to the code as it is, and the runner tells a killed mutant from a survivor
 in a copy of the tree, never touching the working tree itself."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools import mutation
-from tools.mutants import MUTANTS, Mutant
+from tools.gate import mutation
+from tools.gate.mutants import MUTANTS, Mutant
 
 REPO = Path(__file__).resolve().parent.parent
 PRECEDENCE = "tests/test_gate_verdicts.py::test_exit_code_precedence"
@@ -15,7 +15,7 @@ PRECEDENCE = "tests/test_gate_verdicts.py::test_exit_code_precedence"
 
 def test_every_mutant_applies_once_and_names_tests_that_exist() -> None:
     assert len(MUTANTS) >= 40
-    assert mutation.stale(REPO, MUTANTS) == [], "a snippet moved: update tools/mutants.py"
+    assert mutation.stale(REPO, MUTANTS) == [], "a snippet moved: update tools/gate/mutants.py"
     assert len({m.name for m in MUTANTS}) == len(MUTANTS)
     for m in MUTANTS:
         assert m.original != m.mutated, m.name

@@ -1,4 +1,4 @@
-"""tools.noise's sampler A/B: paired, equal-work measurements and their evaluation."""
+"""tools.lab.noise's sampler A/B: paired, equal-work measurements and their evaluation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 import time
 
 from tests.fakes import FakeGpu, FakeKernel, ScriptedSource
-from tools import noise, noise_eval
+from tools.lab import noise, noise_eval
 
 
 def test_sampler_pairs_alternate_the_order_and_do_the_same_work():

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.test_shard import _gpus, _plan
-from tools import bisect, matrix, shard, stackcmp
 from tools import machine as machine_tool
+from tools.history import bisect, shard
 from tools.paths import PathError, kept_paths, remove_scratch
+from tools.stacks import matrix, stackcmp
 
 ESCAPE = "../../x"
 
@@ -136,10 +137,10 @@ def test_sharded_gate_never_deletes_results_records_site_or_repo(tmp_path: Path,
                                   ".asv/gate-reports", ".asv/env", ".", "..", "notes"])
 def test_publish_never_puts_the_site_over_what_it_keeps(tmp_path: Path, html: str,
                                                         monkeypatch, capsys) -> None:
-    """``tools.publish --html .asv/records`` swapped the new site in and deleted every
+    """``tools.site.publish --html .asv/records`` swapped the new site in and deleted every
     record with the old "site": refused before anything is written or deleted, as is a
     folder that exists and holds no site (``notes``)."""
-    from tools import publish
+    from tools.site import publish
 
     repo = _git_repo(tmp_path)
     (repo / ".asv" / "env" / "py").mkdir(parents=True)
@@ -157,7 +158,7 @@ def test_publish_never_puts_the_site_over_what_it_keeps(tmp_path: Path, html: st
 def test_a_kept_gate_report_is_named_by_one_plain_name(tmp_path: Path, name: str,
                                                        monkeypatch, capsys) -> None:
     """``--keep-gate DIR --name ..`` wrote the report into .asv/ itself."""
-    from tools import publish
+    from tools.site import publish
 
     repo = _git_repo(tmp_path)
     src = tmp_path / "out"
@@ -234,7 +235,8 @@ def test_stackcmp_records_folder_cannot_lead_outside(tmp_path: Path) -> None:
 
 
 def test_path_errors_are_bad_input_for_the_command_line(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "tools.machine", "--name", ESCAPE, "--write"],
+    proc = subprocess.run([sys.executable, "-m", "tools.machine", "--name", ESCAPE,
+                           "--write"],
                           cwd=Path(__file__).resolve().parent.parent, capture_output=True,
                           text=True, env=dict(os.environ, HOME=str(tmp_path)), timeout=300)
     assert proc.returncode != 0 and "not a plain name" in proc.stderr

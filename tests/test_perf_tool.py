@@ -1,4 +1,4 @@
-"""tools.perf's case planning: default cases, baselines first, configuration variants."""
+"""tools.history.perf's case planning: default cases, baselines first, configuration variants."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from tools import perf
+from tools.history import perf
 
 
 def _args(**kw) -> argparse.Namespace:

@@ -1,9 +1,9 @@
 """gfx942 on the CPU: TileLang's HIP source to a code object, figures read from real compiler
 output, the toolchain in the digests, and the pinned pieces checked.
 
-These need clang-19, lld-19, llvm-19 (apt) and `python -m tools.rocm_toolchain install`
+These need clang-19, lld-19, llvm-19 (apt) and `python -m tools.stacks.rocm_toolchain install`
 (bash tools/setup_env.sh does both); without them they fail, saying so: the gfx942 TileLang
-figures are what they guard. The ROCm-release test needs `tools.rocm_toolchain fetch
+figures are what they guard. The ROCm-release test needs `tools.stacks.rocm_toolchain fetch
 rocm-7.2.2`, which setup_env.sh does too.
 """
 
@@ -19,7 +19,7 @@ import pytest
 from harness import codeobj, hip, static
 from kernels.registry import get_op
 from kernels.targets import GFX942
-from tools import rocm_toolchain
+from tools.stacks import rocm_toolchain
 
 from .conftest import REPO
 
@@ -180,7 +180,7 @@ def test_installed_pieces_match_their_pins(tmp_path, monkeypatch):
 def test_the_pins_file_is_validated(tmp_path, monkeypatch):
     from tools.config import ConfigError
 
-    pins = json.loads((REPO / "tools" / "rocm-toolchains.json").read_text())
+    pins = json.loads((REPO / "tools" / "stacks" / "rocm-toolchains.json").read_text())
     pins["hip_tree"]["debs"][0]["take"] = {"usr/include/hip": "../../etc"}
     bad = tmp_path / "rocm-toolchains.json"
     bad.write_text(json.dumps(pins))

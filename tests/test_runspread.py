@@ -1,4 +1,4 @@
-"""tools/runspread.py: the A/A spread of two asv runs of one commit."""
+"""tools/lab/runspread.py: the A/A spread of two asv runs of one commit."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import runspread
+from tools.lab import runspread
 
 COLUMNS = ["result", "params", "samples"]
 GEMM = "bench_gemm.GemmTime.track_time"
@@ -52,8 +52,7 @@ def test_each_class_gets_its_spread_in_time_and_energy_and_what_the_history_flag
         tmp_path: Path, capsys) -> None:
     """An unchanged GEMM 3% slower and an RMSNorm whose energy per call moved +11.5%: per
     class, the median |ratio - 1| and whether asv.conf.json's threshold flags it."""
-    from tools.gate.asvio import load_project_conf
-    from tools.history_thresholds import asv_threshold
+    from tools.gate.asvio import asv_threshold, load_project_conf
 
     from .conftest import REPO
 

@@ -1,4 +1,4 @@
-"""tools/shard.py: the stable case -> GPU assignment, the shards' -b regexes, per-GPU
+"""tools/history/shard.py: the stable case -> GPU assignment, the shards' -b regexes, per-GPU
 machines. tests/test_shard_gate.py runs shards and the sharded gate."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from tests.test_telemetry_nvml import fake_pynvml
 from tools import machine as machine_tool
-from tools import shard
+from tools.history import shard
 
 REPO = Path(__file__).resolve().parent.parent
 UUIDS = [f"GPU-{i:08x}-5e6f-7a8b-9c0d-{0xA0 + i:012x}" for i in range(8)]

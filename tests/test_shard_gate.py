@@ -1,4 +1,4 @@
-"""tools/shard.py's parallel shards and the sharded gate: each case judged once on its own
+"""tools/history/shard.py's parallel shards and the sharded gate: each case judged once on its own
 GPU, one site from all shards.
 
 The end-to-end tests run the real suite's CPU-side benchmarks (static figures) on two
@@ -18,8 +18,8 @@ import pytest
 
 from tests.test_shard import FAKE
 from tools import machine as machine_tool
-from tools import shard
 from tools.gate import asvio
+from tools.history import shard
 
 REPO = Path(__file__).resolve().parent.parent
 STATIC = "GemmSharedMem|GemmRegisters"
@@ -98,7 +98,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def _shard(clone: dict, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "tools.shard", *args, "--repo", str(clone["repo"]),
+    cmd = [sys.executable, "-m", "tools.history.shard", *args, "--repo", str(clone["repo"]),
            "--host", "e2e"]
     return subprocess.run(cmd, cwd=REPO, env=clone["env"], capture_output=True, text=True,
                           timeout=900)

@@ -1,4 +1,4 @@
-"""The published site's parts without a browser (tools/publish.py, tools/site/): tolerant
+"""The published site's parts without a browser (tools/site/publish.py, tools/site/): tolerant
 readers, commit links, offline assets, asv's patched graph code, the atomic swap and an
 asv publish that fails. tests/test_site_pages.py has the pages' figures and escaping,
 tests/test_site_codegen.py the codegen page, tests/test_site_browser.py renders the whole
@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import publish
-from tools.site import asv_pages, data
+from tools.site import asv_pages, data, publish
 
 from ._site import _record
 from .conftest import REPO
@@ -226,6 +225,6 @@ def test_keep_gate_copies_the_report(tmp_path: Path) -> None:
 
 
 def test_cli_help_names_the_main_modes() -> None:
-    out = subprocess.run([sys.executable, "-m", "tools.publish", "--help"], cwd=REPO,
+    out = subprocess.run([sys.executable, "-m", "tools.site.publish", "--help"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
     assert "--keep-gate" in out and "--pack-records" in out and "--records" in out

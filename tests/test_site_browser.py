@@ -2,7 +2,7 @@
 
 A small history (tests/site_fixture.py: real CPU-side asv results at three commits, plus
 GPU-suite results and records that are synthetic and labelled so) is published by
-tools/publish.py, served from 127.0.0.1 and opened in headless Chromium (Debian's
+tools/site/publish.py, served from 127.0.0.1 and opened in headless Chromium (Debian's
 ``chromium`` package, driven by Playwright; tools/test.sh installs both) with every request
 to another host aborted. Checked: no request leaves the host, no page error, asv's grid,
 graph and regressions pages render (canvas, no redirect to error.html), the kperf pages are

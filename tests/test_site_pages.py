@@ -1,4 +1,4 @@
-"""The site's pages without a browser (tools/site/, tools/telemetry_pages.py): units, the
+"""The site's pages without a browser (tools/site/, tools/site/telemetry_pages.py): units, the
 head-to-head figures and their reasons, steps explained from the records either side,
 and everything generated escaped."""
 
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import telemetry_pages
-from tools.site import data, gatepages, headtohead, pages
+from tools.site import data, gatepages, headtohead, pages, telemetry_pages
 
 from ._site import HOSTILE, _files, _record
 from .conftest import REPO

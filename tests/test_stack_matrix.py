@@ -3,7 +3,7 @@
 Fast tests cover the pieces (site discovery, pins, derived config, stack selection and
 verdicts on hand-made asv result files). The slow test runs a real asv matrix over two
 Triton releases from the package index on the CPU-side benchmarks, publishes it, and
-compares the two stacks with tools.stackcmp.
+compares the two stacks with tools.stacks.stackcmp.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tools import matrix, stackcmp
+from tools.stacks import matrix, stackcmp
 
 REPO = Path(__file__).resolve().parent.parent
 TRITON_VERSIONS = ("3.7.1", "3.8.0")
@@ -189,7 +189,7 @@ def _row(values: list, samples: list | None = None) -> list:
 @pytest.fixture()
 def two_stacks(tmp_path: Path) -> dict:
     """One commit, two machines (image per release) with one env each, hand-made results in
-    three rounds (results folders), both stacks in each, as tools.matrix measures them."""
+    three rounds (results folders), both stacks in each, as tools.stacks.matrix measures them."""
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
@@ -304,7 +304,7 @@ def test_real_matrix_over_two_rocm_toolchains(tmp_path: Path) -> None:
     assert env[hip.ROOT_ENV], "conftest names the installed toolchains for clones"
     cases = (r"^bench_gemm\.Gemm(Registers|CodeSize)\.track_value"
              r"\('gfx942', 'fp16', '(tilelang|triton)'\)$")
-    run = [sys.executable, "-m", "tools.matrix", "pip", "--repo", str(clone),
+    run = [sys.executable, "-m", "tools.stacks.matrix", "pip", "--repo", str(clone),
            "--rocm-toolchain", "clang19", "rocm-7.2.2", "--machine", MACHINE, "-b", cases]
     proc = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
@@ -315,7 +315,7 @@ def test_real_matrix_over_two_rocm_toolchains(tmp_path: Path) -> None:
     index = json.loads((out / "html" / "index.json").read_text())
     assert sorted(index["params"]["env-KPERF_ROCM_TOOLCHAIN"]) == ["clang19", "rocm-7.2.2"]
     report_dir = tmp_path / "report"
-    cmp = [sys.executable, "-m", "tools.stackcmp", "--repo", str(clone), "--results",
+    cmp = [sys.executable, "-m", "tools.stacks.stackcmp", "--repo", str(clone), "--results",
            str(out / "results"), "--base", "env-KPERF_ROCM_TOOLCHAIN=clang19",
            "--head", "env-KPERF_ROCM_TOOLCHAIN=rocm-7.2.2", "--out", str(report_dir)]
     subprocess.run(cmp, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
@@ -337,7 +337,7 @@ def test_real_matrix_over_two_triton_releases(tmp_path: Path) -> None:
     clone = tmp_path / "repo"
     commit = _git_clone(clone)
     env = _clone_env(tmp_path)
-    run = [sys.executable, "-m", "tools.matrix", "pip", "--repo", str(clone),
+    run = [sys.executable, "-m", "tools.stacks.matrix", "pip", "--repo", str(clone),
            "--triton", *TRITON_VERSIONS, "--machine", MACHINE, "-b", CASES, "-a", "rounds=2"]
     proc = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     log = proc.stdout[-6000:] + proc.stderr[-6000:]
@@ -359,7 +359,7 @@ def test_real_matrix_over_two_triton_releases(tmp_path: Path) -> None:
         assert len(graphs) == 1, f"triton {version}: {graphs}"
 
     report_dir = tmp_path / "report"
-    cmp = [sys.executable, "-m", "tools.stackcmp", "--repo", str(clone), "--results",
+    cmp = [sys.executable, "-m", "tools.stacks.stackcmp", "--repo", str(clone), "--results",
            str(out / "results"), "--base", f"triton={TRITON_VERSIONS[0]}",
            "--head", f"triton={TRITON_VERSIONS[1]}", "--out", str(report_dir)]
     done = subprocess.run(cmp, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)

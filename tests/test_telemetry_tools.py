@@ -1,5 +1,6 @@
-"""Provenance (tools/machine.py), opt-in clock pinning (tools/clocks.py) and the telemetry
-pages (tools/telemetry_pages.py), all against fakes: no real GPU's clocks are touched."""
+"""Provenance (tools/machine.py), opt-in clock pinning (tools/history/clocks.py) and the
+telemetry
+pages (tools/site/telemetry_pages.py), all against fakes: no real GPU's clocks are touched."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import pytest
 from harness import record
 from tests.fake_amdsmi import FakeState, use_fake_amdsmi
 from tests.test_telemetry_nvml import fake_pynvml
-from tools import clocks, machine, telemetry_pages
+from tools import machine
+from tools.history import clocks
+from tools.site import telemetry_pages
 
 ROCM_TORCH_STACK = {"torch": "2.13.0+rocm7.0", "cuda": "", "hip": "7.0.51831", "triton": "3.7.1",
                     "tilelang": "0.1.15", "gpu": "AMD Instinct MI300X",

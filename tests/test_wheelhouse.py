@@ -1,4 +1,5 @@
-"""tools/wheelhouse.py: parts under the size limit, a truthful manifest, a lossless restore."""
+"""tools/stacks/wheelhouse.py: parts under the size limit, a truthful manifest, a lossless
+restore."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests._tmpfs import UNSHARE, needs_tmpfs
-from tools import wheelhouse as wh
+from tools.stacks import wheelhouse as wh
 
 KIB = 1024
 REPO = Path(__file__).resolve().parent.parent
@@ -282,7 +283,8 @@ def test_full_disk_on_a_real_tiny_tmpfs(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     script = (f"mount -t tmpfs -o size=256k tmpfs {mnt} && cd {REPO} && "
-              f"{sys.executable} -m tools.wheelhouse restore --parts {parts} --dest {mnt}/d; "
+              f"{sys.executable} -m tools.stacks.wheelhouse restore --parts {parts} "
+              f"--dest {mnt}/d; "
               f"echo rc=$?; ls -A {mnt}/d")
     out = subprocess.run([*UNSHARE, script], capture_output=True, text=True, timeout=120)
     assert "rc=2" in out.stdout, out.stdout + out.stderr
@@ -293,7 +295,7 @@ def test_full_disk_on_a_real_tiny_tmpfs(tmp_path: Path) -> None:
 KILL_DRIVER = """
 import os, signal, sys
 from pathlib import Path
-from tools import wheelhouse as wh
+from tools.stacks import wheelhouse as wh
 real = wh.shutil.copyfileobj
 def interrupted(src, dst, *a):
     dst.write(src.read(1000)); dst.flush()

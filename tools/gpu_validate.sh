@@ -5,10 +5,10 @@
 # At most 8 files come back from a call: steps tar their logs with their data.
 #   info                       GPU, driver, clocks, versions
 #   tests                      the GPU-only pytest tests
-#   noise                      tools.noise collect (gate statistics offline)
+#   noise                      tools.lab.noise collect (gate statistics offline)
 #   sampler                    paired sampler A/B (SAMPLER_PAIRS per kernel, default 60)
-#   perf:<ops>[:cases[:per-op[:dtypes]]]   tools.perf (PERF_PLAN, PERF_VARIANTS: JSON)
-#   asv[@seconds]:<regex>      tools.bench --no-publish on matching benchmarks (asv merges the
+#   perf:<ops>[:cases[:per-op[:dtypes]]]   tools.history.perf (PERF_PLAN, PERF_VARIANTS: JSON)
+#   asv[@seconds]:<regex>      tools.history.bench --no-publish on matching benchmarks (asv merges the
 #                              results of several such steps for one commit; a step cut off
 #                              keeps none of its asv results, only the harness's records, so
 #                              each must fit its call; @seconds: this step's own limit
@@ -35,13 +35,13 @@
 #                              @triton.jit body, which Triton's cache key hashes), then asv on
 #                              <regex>; prints each case's "kperf: ... compiled / from the
 #                              compile cache" line: only <op>'s Triton cases should compile
-#   blocks:<file>              tools.blocks experiments (noise structure, an energy edit)
+#   blocks:<file>              tools.lab.blocks experiments (noise structure, an energy edit)
 #   probe                      how often NVML's energy counter moves under load
 #   ctxprobe                   does a process that only imports torch, triton and tilelang (a
 #                              gate worker's "warm") hold a CUDA context on the GPU?
 #   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
 #                              "/tmp/site14 /tmp/site15": two TileLang releases), one asv
-#                              machine per stack, then tools.stackcmp first -> last
+#                              machine per stack, then tools.stacks.stackcmp first -> last
 # Needs KPERF_BUNDLE (default .gpu/site.tar.xz) and .gpu/asvwhl (see tools/offline_env.sh).
 set -u
 out=${OUT:?set OUT}
@@ -62,7 +62,7 @@ git add -A && { git diff --cached --quiet || commit -m "working tree as sent"; }
 limit=${STEP_TIMEOUT:-300}
 run_asv() {  # the current commit's benchmarks matching $1 (limit $2 s), log in $out/asv.log
   # each line stamped with the time it came: where asv's own start-up goes
-  { /usr/bin/time -f "asv wall %e s" timeout "${2:-$limit}" python3 -m tools.bench --no-publish \
+  { /usr/bin/time -f "asv wall %e s" timeout "${2:-$limit}" python3 -m tools.history.bench --no-publish \
     -b "$1" 2>&1; } | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done \
     > "$out/asv.log"
 }
@@ -85,14 +85,14 @@ for step in "$@"; do
       timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider tests/ > "$out/gpu_tests.txt" 2>&1
       tail -30 "$out/gpu_tests.txt" ;;
     noise)
-      timeout "$limit" python3 -m tools.noise collect --out "$out/noise.json" ;;
+      timeout "$limit" python3 -m tools.lab.noise collect --out "$out/noise.json" ;;
     sampler)
-      timeout "$limit" python3 -m tools.noise collect --kinds gemm,copy --sampler-only \
+      timeout "$limit" python3 -m tools.lab.noise collect --kinds gemm,copy --sampler-only \
         --sampler-pairs "${SAMPLER_PAIRS:-60}" --out "$out/sampler.json" 2>&1 | tail -3 ;;
     perf:*)
       IFS=: read -r _ ops cases per_op dtypes <<<"$step"
       tag=${ops//,/+}
-      timeout "$limit" python3 -m tools.perf --ops "$ops" ${cases:+--cases "$cases"} \
+      timeout "$limit" python3 -m tools.history.perf --ops "$ops" ${cases:+--cases "$cases"} \
         --per-op "${per_op:-2}" ${dtypes:+--dtypes "$dtypes"} --plan "${PERF_PLAN:-{\"trials\": 6\}}" \
         ${PERF_VARIANTS:+--variants "$PERF_VARIANTS"} --timeout "${CASE_TIMEOUT:-120}" \
         --out "$out/perf-$tag.json" > "$out/perf-$tag.log" 2>&1
@@ -120,10 +120,10 @@ EDIT
       run_asv "$regex"; grep -E "kperf: |asv wall" "$out/asv.log" | sed 's/^[0-9:]* //' | sort -u \
         | tail -60; pack_asv ;;
     blocks:*)
-      timeout "$limit" python3 -m tools.blocks --file "${step#blocks:}" --out "$out/blocks"
+      timeout "$limit" python3 -m tools.lab.blocks --file "${step#blocks:}" --out "$out/blocks"
       tar -czf "$out/blocks.tgz" -C "$out" blocks && rm -r "$out/blocks" ;;
     probe)
-      timeout 60 python3 -m tools.blocks --energy-probe --out "$out/probe.json" ;;
+      timeout 60 python3 -m tools.lab.blocks --energy-probe --out "$out/probe.json" ;;
     ctxprobe)
       for mods in torch torch,triton torch,triton,tilelang; do
         python3 -c "import importlib, time
@@ -171,12 +171,12 @@ print('imported $mods', flush=True); time.sleep(30)" &
       regex=${step#stack:}
       sites=(${STACK_SITES:-/tmp/site14 /tmp/site15})
       for site in "${sites[@]}"; do
-        PYTHONPATH=$site timeout "$limit" python3 -m tools.matrix image --no-publish \
+        PYTHONPATH=$site timeout "$limit" python3 -m tools.stacks.matrix image --no-publish \
           -b "$regex" -a rounds=2 >> "$out/stack.log" 2>&1
         echo "$site: asv exit $?"; grep "^matrix: stack" "$out/stack.log" | tail -1
       done
       v() { PYTHONPATH=$1 python3 -c "import tilelang; print(tilelang.__version__)"; }
-      python3 -m tools.stackcmp --base "tilelang=$(v "${sites[0]}")" \
+      python3 -m tools.stacks.stackcmp --base "tilelang=$(v "${sites[0]}")" \
         --head "tilelang=$(v "${sites[-1]}")" --label "TileLang $(v "${sites[0]}") -> $(v "${sites[-1]}")" \
         --out "$out/stackcmp" > "$out/stackcmp.log" 2>&1
       echo "stackcmp exit $?"; tail -30 "$out/stackcmp.log"

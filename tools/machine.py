@@ -311,7 +311,7 @@ def write_machine_file(info: dict[str, str], path: Path | None = None) -> Path:
 
 
 # --------------------------------------------------------------- one GPU of several
-# (tools/shard.py: each GPU of a multi-GPU host is its own asv machine)
+# (tools/history/shard.py: each GPU of a multi-GPU host is its own asv machine)
 
 
 def host_name() -> str:
@@ -406,6 +406,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote machine {info['machine']!r} to {write_machine_file(info)}")
     print(json.dumps(info, indent=2, sort_keys=True))
     return 0
+
+
+def has_gpu() -> bool:
+    """Whether this interpreter's torch sees a CUDA or ROCm GPU, asked of a child process
+    (the caller never initialises a GPU)."""
+    probe = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
 if __name__ == "__main__":

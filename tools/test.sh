@@ -16,7 +16,7 @@ if ! [ -x /usr/lib/chromium/chromium ] && ! [ -x /usr/bin/chromium ]; then
   fi
 fi
 # one ROCm release's LLVM for tests/test_rocm_codegen.py (62 MB from PyPI, kept in .cache)
-.venv/bin/python -m tools.rocm_toolchain fetch rocm-7.2.2 >/dev/null
+.venv/bin/python -m tools.stacks.rocm_toolchain fetch rocm-7.2.2 >/dev/null
 export TRITON_DEFAULT_FP_FUSION=1
 .venv/bin/ruff check .
 # in reverse order: a test file that leaks state into the next fails here, where the

@@ -286,3 +286,18 @@ def ensure_machine(name: str | None) -> str:
     info = machine_tool.describe(name)
     machine_tool.write_machine_file(info)
     return safe_name(info["machine"], "machine name")
+
+
+BRANCH_SUFFIX = "@main"  # what asv appends to a series' name before matching its thresholds
+
+
+def asv_threshold(entries: dict[str, float], name: str) -> float:
+    """The threshold asv's publish gives the series ``name`` (asv's own code)."""
+    from types import SimpleNamespace
+
+    from asv.plugins.regressions import _GraphDataFilter
+
+    conf = SimpleNamespace(regressions_thresholds=entries, regressions_first_commits={})
+    matcher = _GraphDataFilter(conf, None, {})
+    graph = SimpleNamespace(params={"branch": BRANCH_SUFFIX[1:]})
+    return matcher._get_threshold(graph, {}, name)

@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_gate_options(parser: argparse.ArgumentParser) -> None:
-    """What to compare and how: shared with ``python -m tools.shard gate``."""
+    """What to compare and how: shared with ``python -m tools.history.shard gate``."""
     parser.add_argument("--thresholds", type=Path, help="default <repo>/thresholds.json")
     parser.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
     parser.add_argument("--base", help="base revision (default: merge-base of head and main)")
@@ -109,7 +109,7 @@ def suite_cases(repo: Path) -> list[dict[str, Any]]:
 def gpu_present() -> bool:
     if os.environ.get("KPERF_DEVICE") == "cpu":
         return True
-    from tools.asvrun import has_gpu
+    from tools.machine import has_gpu
 
     return has_gpu()
 
@@ -256,7 +256,7 @@ def run(args: argparse.Namespace,
         gpu_column: bool = False) -> int:
     """Guard the folders, plan (or resume, or only re-read), measure, decide, report; every
     way out writes gate.md and gate.json, and a crash anywhere exits 4, naming where.
-    ``tools.shard gate`` plans one lane per GPU."""
+    ``tools.history.shard gate`` plans one lane per GPU."""
     _interrupt_on_sigterm()
     repo = args.repo.resolve()
     pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()

@@ -89,7 +89,7 @@ class Run:
         generation = self.generation if generation is None else generation
         slot = f"gate-{lane.label}-{side}" + ("-static" if static else f"-g{generation}")
         env = dict(os.environ, **lane.env)
-        cache = self.plan.repo / ".cache"  # shared with asv's runs (tools/asvrun.py)
+        cache = self.plan.repo / ".cache"  # shared with asv's runs (tools/history/asvrun.py)
         env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
         env.setdefault("TILELANG_CACHE_DIR", str(cache / "tilelang"))
         env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")

@@ -231,7 +231,8 @@ def render(views: list[MachineView], notes: data.Notes, commit_url: str,
     parts = ["<h1>Codegen: TileLang beside Triton</h1>", INTRO, notes_box(notes, "files")]
     if not views:
         parts.append('<p class="why" id="no-codegen">No codegen record in this history: the '
-                     "<code>*CodeSize</code> suites keep them (<code>python -m tools.bench</code>"
+                     "<code>*CodeSize</code> suites keep them "
+                     "(<code>python -m tools.history.bench</code>"
                      ").</p>")
     parts += [_machine_html(v, commit_url, subjects) for v in views]
     return page("Codegen", "\n".join(parts), "codegen", head=STYLE)

@@ -61,7 +61,7 @@ def _label(root: Path, path: Path) -> str:
 
 def _iter_record_texts(root: Path, notes: Notes) -> Iterator[tuple[str, bytes]]:
     """(label, bytes) of every record file under a root: loose *.json and the members
-    of record archives (tools/publish.py --pack-records)."""
+    of record archives (tools/site/publish.py --pack-records)."""
     paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     for path in paths:
         if path.name.startswith("."):  # harness/record.py's temporary files

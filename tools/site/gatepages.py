@@ -132,7 +132,7 @@ def write(out: Path, reports: list[dict[str, Any]], thresholds: dict[str, Any] |
         '<p class="why" id="no-reports">No gate report is kept in this history. The gate '
         "(<code>python -m tools.gate</code>) writes gate.md and gate.json into its "
         "<code>--out</code> folder (default <code>.asv/pr-results</code>); keep one for the "
-        "site with <code>python -m tools.publish --keep-gate DIR</code>, which copies it "
+        "site with <code>python -m tools.site.publish --keep-gate DIR</code>, which copies it "
         "into <code>.asv/gate-reports/</code>.</p>")
     body = (f"<h1>PR gate reports</h1>{notes_box(notes, 'reports')}{listing}"
             "<h2>Thresholds the gate judges by (thresholds.json)</h2>"

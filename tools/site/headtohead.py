@@ -213,7 +213,7 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
             p, commit = by_backend[backend], latest.commit
             ptext = data.params_text(p.params)
             if backend == BASELINE and p.status == "skipped" and ptext in earlier:
-                commit, p = earlier[ptext]  # not timed again: unchanged (tools/bench.py)
+                commit, p = earlier[ptext]  # not timed again: unchanged (tools/history/bench.py)
             key = data.point_key(machine, commit, bench, p.params)
             recs = by_key.get(key, [])
             cell = Cell(backend=backend, status=p.status, point_id=data.point_id(key),
@@ -366,7 +366,7 @@ CAUSE_WORDS = {"code": "the code's own", "environment": "the environment's",
 
 def _energy_threshold(thresholds: dict[str, float] | None, time_benchmark: str,
                       params: tuple[str, ...]) -> float | None:
-    from tools.history_thresholds import asv_threshold
+    from tools.gate.asvio import asv_threshold
 
     if not isinstance(thresholds, dict) or not thresholds:
         return None
@@ -461,7 +461,7 @@ def render(views: list[MachineView], notes: data.Notes, commit_url: str,
     by_point = latest_by_point(steps)
     if not views:
         parts.append('<p class="why" id="no-machines">No machine has results in this '
-                     "history: run <code>python -m tools.bench</code> first.</p>")
+                     "history: run <code>python -m tools.history.bench</code> first.</p>")
     for v in views:
         gpu = v.info.get("gpu") or "?"
         parts.append(f'<h2 id="machine-{esc(v.name)}">machine <code>{esc(v.name)}</code> '

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the site's pinned scripts and styles (tools/site/package-lock.json) into
-# .cache/site-assets/node_modules, where tools/publish.py copies them from into html/vendor/.
+# .cache/site-assets/node_modules, where tools/site/publish.py copies them from into html/vendor/.
 # Idempotent: reinstalls only when the lockfile changed. On a runner without npm or
-# without the registry: the offline bundle carries them (tools/offline_bundle.py;
+# without the registry: the offline bundle carries them (tools/stacks/offline_bundle.py;
 # tools/offline_env.sh sets KPERF_SITE_ASSETS), or copy .cache/site-assets from a machine
 # that has it, or point KPERF_SITE_ASSETS at such a node_modules folder (docs/site.md).
 set -euo pipefail

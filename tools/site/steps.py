@@ -130,7 +130,7 @@ def find_steps(regressions: dict[str, Any], rev_to_hash: dict[str, str],
                thresholds: dict[str, float] | None = None) -> list[Step]:
     """Every jump of a timed or energy series in asv's ``regressions.json``, with its
     cause; static figures and compile times are left out (exact / host timings)."""
-    from tools.history_thresholds import asv_threshold
+    from tools.gate.asvio import asv_threshold
 
     out = []
     for entry in regressions.get("regressions") or []:

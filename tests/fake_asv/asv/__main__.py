@@ -49,7 +49,7 @@ if command == "run":
         (root / "worker.pid").write_text(pid_file.read_text())
         (root / "worker-dir").write_text(str(client.dir))
 elif command == "publish":
-    # asv publish writes its site where --html-dir says (tools/publish.py builds beside
+    # asv publish writes its site where --html-dir says (tools/site/publish.py builds beside
     # the live one and swaps it in), relative to the config's folder
     html = Path(args[args.index("--html-dir") + 1]) if "--html-dir" in args else Path("html")
     html = html if html.is_absolute() else root / html

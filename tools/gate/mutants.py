@@ -1,0 +1,197 @@
+"""The mutants ``python -m tools.gate.mutation`` makes of the gate's decision code: each one edit
+(one snippet of one file, replaced) that a test must notice, and the tests that should.
+
+The decision code: the verdict model (tools/gate/model.py), its statistics
+(harness/stats.py), the looks and the re-measure (tools/gate/sequential.py), the class
+choice at the power cap and the thresholds' checks (tools/gate/config.py, tools/config.py),
+the exit codes (tools/gate/errors.py, sequential.py, cli.py), and the digests that decide
+what is measured at all (tools/gate/plan.py, benchmarks/_suites.py). docs/reliability.md
+has the last run's table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str
+    original: str  # must occur exactly once in ``path``
+    mutated: str
+    tests: tuple[str, ...]  # pytest node ids or files
+    breaks: str  # what the edit would break, in words
+
+
+GATE = ("tests/test_gate_verdicts.py", "tests/test_gate_sequence.py", "tests/test_gate_run.py",
+        "tests/test_gate_disturbed.py", "tests/test_gate_config.py",
+        "tests/test_gate_report.py")  # the gate's model tests, all of them
+EXITS = "tests/test_gate_exits.py"
+LOOKS = "tests/test_gate_simulation.py::test_the_looks_hold_alpha_through_the_real_spending_" \
+        "and_correction"
+DRIFT = "tests/test_compat_drift.py"
+BASELINE = "tests/test_time_suite.py::test_the_baseline_key_follows_its_code_not_the_kernels_" \
+           "under_test"
+
+
+def _m(name: str, path: str, original: str, mutated: str, tests: tuple[str, ...],
+       breaks: str) -> Mutant:
+    return Mutant(name, path, original, mutated, tests, breaks)
+
+
+MODEL = "tools/gate/model.py"
+STATS = "harness/stats.py"
+SEQ = "tools/gate/sequential.py"
+CONF = "tools/gate/config.py"
+CLI = "tools/gate/cli.py"
+DIGESTS = "benchmarks/_digests.py"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # ---- the class at the power cap (issue 27's first survivor)
+    _m("cap-class-only-when-all-capped", CONF, "capped_share <= 0.5", "capped_share < 1.0",
+       GATE, "a case mostly at the power cap judged by its rule's tighter class"),
+    _m("cap-class-even-if-looser", CONF,
+       "\n                or capped.min_ratio <= klass.min_ratio)", ")", GATE,
+       "a wider class (decode) narrowed to the cap class"),
+    _m("cap-class-for-exact-figures", CONF, "if (capped is None or klass.exact or",
+       "if (capped is None or", GATE, "a static figure judged with a tolerance"),
+    _m("power-capped-by-power-alone", MODEL,
+       "return self.at_limit(th) if self.throttle_bits is None else self._cap_bit(th)",
+       "return self.at_limit(th)", GATE,
+       "power near the limit without the cap bit counted as capped"),
+    # ---- what a block and a round are
+    _m("capped-block-median-not-mean", MODEL,
+       "return (statistics.fmean if self.at_cap else statistics.median)(self.samples)",
+       "return statistics.median(self.samples)", GATE,
+       "at the cap a block's phase-dependent median instead of the user's time average"),
+    _m("first-try-of-a-round-again", MODEL, 'out.append((whole[-1]["base"], whole[-1]["head"]))',
+       'out.append((whole[0]["base"], whole[0]["head"]))', GATE,
+       "a disturbed round's first try used instead of its second"),
+    _m("min-rounds-ignored", MODEL, "    if len(pairs) < th.sequential.min_rounds:\n",
+       "    if False:\n", GATE, "a verdict before min_rounds rounds"),
+    # ---- clocks: whose is the gap
+    _m("environment-bits-ignored", MODEL, "    if env_bits:\n", "    if False:\n", GATE,
+       "heat or a hardware slowdown read as the code's own clock drop"),
+    _m("one-side-at-the-limit-enough", MODEL, "if min(limited) < th.at_limit_share:",
+       "if max(limited) < th.at_limit_share:", GATE,
+       "the code blamed for a clock gap with one side below the power limit"),
+    _m("clock-following-the-round-is-the-codes", MODEL,
+       "or same_sign < th.side_share:", "or same_sign < 0:", GATE,
+       "a clock that follows the round, not the side, taken as the code's"),
+    _m("cycles-p-value-ignored", MODEL,
+       "return max(p, compare_groups(cycles, CHANGE_LEVEL, klass).p_value) if cycles else p",
+       "return p", GATE, "a change claimed in time alone where the environment moved the clock"),
+    _m("time-alone-where-cycles-disagree", MODEL,
+       'if time_label == cycle_label and time_label != "NOISY":',
+       'if time_label != "NOISY":', GATE, "time and cycles disagreeing, time wins"),
+    # ---- error control (issue 27: the simulation must guard the real code)
+    _m("no-alpha-spending", MODEL, "alpha_k = stats.spent(th.alpha, look, looks, power)",
+       "alpha_k = th.alpha", (LOOKS,), "every look spends the whole alpha"),
+    _m("no-correction-over-cases", MODEL,
+       "q_values = stats.adjust([t.p_case for t in tested], th.correction)",
+       "q_values = [t.p_case for t in tested]", (LOOKS,), "no Benjamini-Hochberg over cases"),
+    _m("bh-not-scaled", STATS, "scaled = p[order] * m / np.arange(1, m + 1)",
+       "scaled = p[order]", (LOOKS,), "Benjamini-Hochberg that adjusts nothing"),
+    _m("spending-spends-all", STATS,
+       "return total * ((look / looks) ** power - ((look - 1) / looks) ** power)",
+       "return total", (LOOKS,), "each look given the whole alpha by stats.spent"),
+    _m("every-look-the-last-share", SEQ, "look = min(upto - seq.min_rounds + 1, seq.looks)",
+       "look = seq.looks", GATE, "a replay giving early looks the largest share"),
+    # ---- one look's label
+    _m("slow-below-the-threshold", STATS, "if q_value < alpha and change.ratio >= up:",
+       "if q_value < alpha and change.ratio > 1.0:", GATE,
+       "a significant change smaller than the class's min_ratio called SLOW"),
+    _m("same-with-half-the-interval-inside", STATS,
+       "if 1.0 / (1.0 + band) <= same.ci_low and same.ci_high <= 1.0 + band:",
+       "if 1.0 / (1.0 + band) <= same.ci_low or same.ci_high <= 1.0 + band:", GATE,
+       "SAME with an interval reaching past the band"),
+    _m("same-at-beta-not-two-sided", MODEL,
+       "change, same = t.compare(t.time, CHANGE_LEVEL), t.compare(t.time, 1.0 - 2.0 * beta_k)",
+       "change, same = t.compare(t.time, CHANGE_LEVEL), t.compare(t.time, 0.5)", GATE,
+       "SAME's interval far narrower than its error rate allows"),
+    _m("pair-offsets-ignored", MODEL,
+       "return stats.random_effects(d, level, klass.sd_floor, klass.pair_offset_sd)",
+       "return stats.random_effects(d, level, klass.sd_floor, 0.0)", GATE,
+       "one pair of workers claiming more precision than pairs have"),
+    _m("static-figure-direction", MODEL,
+       'raw = "SAME" if h == b else ("SLOW" if h > b else "FAST")',
+       'raw = "SAME" if h == b else ("FAST" if h > b else "SLOW")', GATE,
+       "a static figure's growth called FAST"),
+    _m("higher-is-better-ignored", MODEL, "    if not higher_is_better:\n        return label",
+       "    if True:\n        return label", GATE, "occupancy's drop called FAST"),
+    # ---- failures and skips
+    _m("failure-at-base-is-broken", MODEL, 'v.broke = why.startswith("failed at head")',
+       'v.broke = why.startswith("failed at")', (EXITS,),
+       "the PR blamed (exit 2) for a case that fails at base"),
+    _m("failure-at-head-not-broken", MODEL, 'v.broke = why.startswith("failed at head")',
+       "v.broke = False", GATE, "a kernel that breaks at head not reported broken"),
+    _m("skipped-both-sides-reported", MODEL, 'v.reason, v.skipped = "skipped on both sides", True',
+       'v.reason, v.skipped = "skipped on both sides", False', (EXITS,),
+       "a case neither commit has judged (INCONCLUSIVE, exit 3)"),
+    # ---- the re-measure by fresh workers
+    _m("no-re-measure", SEQ, "            v = confirm(v, data, th)\n", "            pass\n",
+       GATE, "SLOW/FAST stand without a fresh pair reproducing them"),
+    _m("not-re-measured-yet-stands", SEQ,
+       '    if not pairs:\n        v.verdict = "INCONCLUSIVE"\n', "    if not pairs:\n", GATE,
+       "a candidate stands before its re-measure"),
+    _m("re-measure-one-way-enough", SEQ, 'raw = ("SLOW" if all(r >= up for r in moved) else',
+       'raw = ("SLOW" if any(r >= up for r in moved) else', GATE,
+       "a re-measure confirming in time but not in cycles"),
+    _m("pooled-pairs-not-checked", SEQ, "    if p_together >= th.alpha:\n",
+       "    if False:\n", GATE, "pairs that disagree too much still confirm"),
+    # ---- exit codes
+    _m("broken-read-as-regression", SEQ, "        return EXIT_BROKEN\n",
+       "        return EXIT_REGRESSION\n", GATE, "a broken benchmark reported as SLOW"),
+    _m("inconclusive-passes", SEQ, "        return EXIT_INCONCLUSIVE\n",
+       "        return EXIT_PASS\n", GATE, "an undecided case passes"),
+    _m("regression-inconclusive", SEQ, "        return EXIT_REGRESSION\n",
+       "        return EXIT_INCONCLUSIVE\n", GATE, "a SLOW case only warns"),
+    _m("crash-exits-3", CLI,
+       "code = err.exit_code if isinstance(err, GateError) else EXIT_GATE_ERROR",
+       "code = err.exit_code if isinstance(err, GateError) else 3", (EXITS,),
+       "a crash of the gate read as inconclusive (CI passes it)"),
+    _m("nothing-judged-passes", CLI, "    if not verdicts:\n", "    if False:\n", (EXITS,),
+       "a run that judged no case passes"),
+    _m("no-blocks-inconclusive", CLI, "    if planned and not path.exists():\n",
+       "    if False:\n", (EXITS,), "a PR folder without blocks.jsonl judged inconclusive"),
+    _m("no-state-inconclusive", CLI, '"--no-run or --resume first)")',
+       '"--no-run or --resume first)", 3)', (EXITS,),
+       "an empty PR folder judged inconclusive"),
+    _m("usage-error-exits-2", CLI, "self.exit(EXIT_GATE_ERROR, ", "self.exit(2, ", (EXITS,),
+       'a bad command line read as "a benchmark broke"'),
+    # ---- configuration
+    _m("max-below-min-rounds-accepted", CONF, "if seq.max_rounds < seq.min_rounds:",
+       "if False:", GATE, "a thresholds file with no look at all"),
+    _m("float-counts-as-integer", "tools/config.py",
+       "return isinstance(instance, int) and not isinstance(instance, bool)",
+       "return isinstance(instance, int | float) and not isinstance(instance, bool)",
+       ("tests/test_config.py",), "min_rounds: 3.0 accepted, a TypeError later"),
+    # ---- digests: what is measured at all
+    _m("op-digest-counts-other-ops", "tools/gate/plan.py",
+       "\n                or any(d in path.parents for d in others)):", "):", GATE,
+       "an op measured because another op changed (or SAME unmeasured wrongly)"),
+    _m("op-digest-ignores-shared-code", "tools/gate/plan.py",
+       'if ("__pycache__" in rel.parts or',
+       'if (rel.parts[-1] == "op.py" or "__pycache__" in rel.parts or', GATE,
+       "a change of shared kernels/*.py code leaving the op SAME unmeasured"),
+    _m("baseline-ignores-case-runner", DIGESTS,
+       '    _hash_files(digest, Path(__file__).parent, [Path(__file__).with_name("_case.py")])\n',
+       "", (DRIFT,), "the torch baseline not timed again after benchmarks/_case.py changed"),
+    _m("baseline-ignores-torch", DIGESTS, '    _hash_versions(digest, ("torch",))\n', "",
+       (DRIFT,), "the torch baseline not timed again under another torch"),
+    _m("baseline-counts-kernels-under-test", DIGESTS,
+       "[p for p in _op_files(root, op_name) if p not in others]", "_op_files(root, op_name)",
+       (BASELINE,), "the baseline timed again at every TileLang or Triton edit"),
+    _m("baseline-ignores-plan", DIGESTS,
+       '    digest.update(os.environ.get("KPERF_PLAN", "{}").encode())\n', "", (BASELINE,),
+       "the baseline not timed again under another measuring plan"),
+    _m("source-digest-ignores-compilers", DIGESTS,
+       '    _hash_versions(digest, ("triton", "tilelang", "apache-tvm-ffi"))\n', "", (DRIFT,),
+       "static figures and compile times reused across compiler versions"),
+    _m("compile-digest-ignores-timing-code", DIGESTS,
+       "    for name in COMPILE_TIMING_CODE:\n"
+       "        digest.update(Path(__file__).with_name(name).read_bytes())\n",
+       "", (DRIFT,),
+       "compile times not timed again after the timing code changed"),
+)

@@ -1,0 +1,168 @@
+"""The main job: benchmark the current commit (or a range) and publish the site.
+
+    python -m tools.history.bench                 # HEAD, all suites this machine can run
+    python -m tools.history.bench --range A..B    # every commit of a range
+    python -m tools.history.bench -b GemmTime     # a subset (asv -b regex)
+    python -m tools.history.bench --baseline every   # time torch at every commit, not only when
+                                          # what its timing depends on changed
+    python -m tools.history.bench --compile every    # time the cold compiles at every commit, not
+                                          # only when an op's kernels or compilers changed
+
+Without a GPU it runs the CPU-side suites (compile times and gfx942/sm_90a static
+figures) and says so. Results go to .asv/results, per-sample records to .asv/records,
+and the site to html/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.worker import run_workers
+from tools import machine as machine_tool
+from tools.history.asvrun import CPU_SUITES, REPO, asv_env, run_and_publish, write_hashfile
+from tools.machine import has_gpu
+
+BASELINE = "torch"  # the backend every op's baseline is (kernels.op.OpDef.baseline)
+
+
+def commits(range_spec: str | None) -> list[str]:
+    if not range_spec:
+        return [subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=REPO, text=True).strip()]
+    out = subprocess.check_output(["git", "rev-list", "--reverse", range_spec], cwd=REPO, text=True)
+    return out.split()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--range", help="git revision range (default: HEAD only)")
+    parser.add_argument("-b", "--bench", action="append", help="asv benchmark regex")
+    parser.add_argument("--machine", help="machine name (default: derived from host and GPU)")
+    parser.add_argument("--no-publish", action="store_true")
+    parser.add_argument(
+        "--baseline", choices=("changed", "every"), default="changed",
+        help="when to time each op's torch baseline: at a commit where its code, the "
+             "measuring code, torch or the GPU changed since it was last timed on this "
+             "machine (default), or at every commit")
+    parser.add_argument(
+        "--compile", choices=("changed", "every"), default="changed",
+        help="when to time each op's cold compiles (the <Op>Compile suites): at a commit "
+             "where its kernel sources, its compilers or the timing code changed since "
+             "they were last timed on this machine (default), or at every commit")
+    args = parser.parse_args(argv)
+
+    gpu = has_gpu()
+    info = machine_tool.describe(args.machine)
+    machine_tool.write_machine_file(info)
+    benches = args.bench or ([] if gpu else [CPU_SUITES])
+    if gpu:
+        print(f"GPU: {info['gpu']} ({info['gpu_arch']}); machine {info['machine']!r}")
+    else:
+        print("No GPU found: running only the CPU-side benchmarks (compile times and "
+              "gfx942 / sm_90a static figures). GPU timings need a CUDA or ROCm GPU.")
+    env = {**asv_env(info["machine"], cpu_only=not gpu), "KPERF_BASELINE": args.baseline,
+           "KPERF_COMPILE": args.compile}
+
+    shas = commits(args.range)
+    started, started_at = time.monotonic(), time.time()
+    # the run's measurement workers in a folder of its own, stopped when it ends
+    with write_hashfile(shas) as hashfile, run_workers() as workers:
+        env["KPERF_WORKER_DIR"] = str(workers)
+        run_args = ["run", "--machine", info["machine"], "--record-samples", "--show-stderr",
+                    f"HASHFILE:{hashfile}"]
+        for regex in benches:
+            run_args += ["-b", regex]
+        code = run_and_publish(run_args, env, REPO, [], REPO / "html",
+                               REPO / ".asv" / "records", publish=not args.no_publish)
+    print(summary(REPO / ".asv" / "results" / info["machine"], shas,
+                  time.monotonic() - started, since=started_at, regexes=benches))
+    trials = trials_summary(REPO / ".asv" / "records", since=started_at)
+    if trials:
+        print(trials)
+    return code
+
+
+def trials_summary(records: Path, since: float = 0.0) -> str:
+    """How many trials the run's measurements took and why they stopped (harness/timing.py,
+    adaptive trials), from the records written at or after ``since`` ('' if none)."""
+    taken: list[int] = []
+    stops: dict[str, int] = {}
+    for path in records.rglob("*.json") if records.is_dir() else []:
+        if path.stat().st_mtime < since:  # an earlier run's: not read at all
+            continue
+        try:
+            m = json.loads(path.read_text()).get("measurement") or {}
+        except (OSError, json.JSONDecodeError):
+            continue  # the site's telemetry page names unreadable records
+        if not m.get("samples"):
+            continue
+        taken.append(len(m["samples"]))
+        stop = m.get("trials_stop", "fixed")
+        stops[stop] = stops.get(stop, 0) + 1
+    if not taken:
+        return ""
+    why = ", ".join(f"{n} {stop}" for stop, n in sorted(stops.items(), key=lambda kv: -kv[1]))
+    return (f"kperf: trials: {len(taken)} measurements, median {statistics.median(taken):g} "
+            f"({min(taken)}-{max(taken)}), {sum(taken)} in all; stopped: {why}")
+
+
+def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
+            regexes: list[str] | None = None) -> str:
+    """What the run did: cases by outcome, the wall time, the time a case took.
+
+    asv merges a run into the commit's results file, so only the cases of benchmarks
+    that started at or after ``since`` (epoch seconds) and that ``regexes`` (asv's -b)
+    select are this run's."""
+    from tools.gate.asvio import ResultsFileError, read_results_file, selected
+
+    counts = {"ok": 0, "failed": 0, "skipped": 0}
+    baselines_skipped = compiles_skipped = 0
+    for sha in shas:
+        for path in sorted(results.glob(f"{sha[:8]}-*.json")):
+            try:
+                _, cases = read_results_file(path)
+                started = benchmarks_started(path, since)
+            except ResultsFileError as err:
+                return f"kperf: the run's results are unreadable: {err}"
+            for name, block in cases.items():
+                if name.split("(", 1)[0] in started and selected(name, regexes or []):
+                    counts[block.status] += 1
+                    skipped = block.status == "skipped"
+                    baselines_skipped += skipped and name.endswith(f", '{BASELINE}')")
+                    compiles_skipped += skipped and ".track_compile(" in name
+    run = counts["ok"] + counts["failed"]
+    per_case = f"; {wall_s / run:.1f} s a case run" if run else ""
+    unchanged = [f"{n} {what}" for n, what in (
+        (baselines_skipped, f"the {BASELINE} baseline (--baseline every)"),
+        (compiles_skipped, "cold compiles (--compile every)")) if n]
+    unchanged_note = (f" ({' and '.join(unchanged)}: timed only where they changed)"
+                      if unchanged else "")
+    return (f"kperf: {sum(counts.values())} cases over {len(shas)} commit(s): "
+            f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped"
+            f"{unchanged_note}; "
+            f"wall {wall_s / 60:.1f} min{per_case} (asv, its environments and the site)")
+
+
+def benchmarks_started(path: Path, since: float) -> set[str]:
+    """The benchmarks of an asv results file that started at or after ``since``."""
+    from tools.gate.asvio import ResultsFileError
+
+    try:
+        results = json.loads(path.read_text())
+        if not since:
+            return set(results["results"])
+        column = results["result_columns"].index("started_at")
+        return {name for name, row in results["results"].items()
+                if len(row) > column and row[column] is not None
+                and row[column] >= since * 1000.0}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ResultsFileError(path, f"no start times: {err}") from err
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""How far two asv runs of one commit put the same cases: the A/A spread of the history.
+
+    python -m tools.lab.runspread cold/.asv/results/M/abcd1234-ENV.json \\
+                              warm/.asv/results/M/abcd1234-ENV.json
+
+asv keeps one result per case and commit, so a second run of a commit overwrites the first:
+keep each run's results file (tools/gpu_validate.sh packs one per asv step) and give them
+here. For every timed case both runs measured, the ratio of the values asv reports (what
+``asv publish`` draws), second over first; then, per suite, how many cases there are, the
+median and the largest |ratio - 1|, and the cases beyond ``--flag`` (default 1%). This is
+the figure that says whether a faster suite still gives the same history (docs/perf.md).
+
+Then, per class (the gate's, thresholds.json) and measure (time, energy per call): the
+median |ratio - 1| is the class's run-to-run spread as history-thresholds.json holds it,
+and the cases beyond the history's threshold (asv.conf.json) are the steps a two-commit
+history of unchanged code would flag (docs/site.md, "Regression thresholds of the
+history").
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from tools.gate.asvio import ResultsFileError, read_results_file
+
+REPO = Path(__file__).resolve().parents[2]
+
+TIMED = ".track_time("
+ENERGY = ".track_energy("
+
+
+def values(path: Path, kind: str = TIMED) -> dict[str, float]:
+    """Case name -> the value asv reports, for the cases of ``kind`` (timed, or energy
+    per call: ``ENERGY``) that ran."""
+    _, cases = read_results_file(path)
+    return {name: float(block.value) for name, block in cases.items()
+            if kind in name and block.status == "ok" and block.value}
+
+
+def ratios(first: dict[str, float], second: dict[str, float]) -> dict[str, float]:
+    return {name: second[name] / first[name] for name in sorted(first.keys() & second.keys())}
+
+
+def suite(name: str) -> str:
+    """bench_gemm.GemmTime.track_time('square-8192', ...) -> bench_gemm"""
+    return name.split(".", 1)[0]
+
+
+def table(by_case: dict[str, float], flag: float) -> str:
+    groups: dict[str, list[float]] = {}
+    for name, ratio in by_case.items():
+        groups.setdefault(suite(name), []).append(abs(ratio - 1.0))
+    groups["all"] = [abs(r - 1.0) for r in by_case.values()]
+    lines = ["| suite | cases | median \\|ratio - 1\\| | largest | beyond "
+             f"{flag:.1%} |", "|---|---|---|---|---|"]
+    for name, devs in groups.items():
+        beyond = sum(d > flag for d in devs)
+        lines.append(f"| {name} | {len(devs)} | {statistics.median(devs):.2%} | "
+                     f"{max(devs):.2%} | {beyond} |")
+    lines += ["", f"Cases beyond {flag:.1%}:"]
+    lines += [f"- {name}: x{r:.4f}" for name, r in sorted(by_case.items(), key=lambda kv:
+                                                          -abs(kv[1] - 1.0))
+              if abs(r - 1.0) > flag] or ["- none"]
+    return "\n".join(lines)
+
+
+def class_table(by_case: dict[str, float], repo: Path = REPO) -> str:
+    """Per class and measure: cases, the spread (median |ratio - 1|), the largest, and how
+    many the history's thresholds would flag."""
+    from tools.gate.asvio import asv_threshold, load_project_conf
+    from tools.gate.config import Thresholds
+    from tools.history.history_thresholds import series_class
+
+    gate = Thresholds.load(repo / "thresholds.json")
+    table = load_project_conf(repo / "asv.conf.json").get("regressions_thresholds") or {}
+    groups: dict[tuple[str, str], list[tuple[float, bool]]] = {}
+    for name, ratio in by_case.items():
+        klass, energy = series_class(name, gate)
+        flagged = ratio - 1.0 > asv_threshold(table, name)  # asv flags a rise only
+        groups.setdefault((klass.name, "energy" if energy else "time"), []).append(
+            (abs(ratio - 1.0), flagged))
+    lines = ["| class | measure | cases | spread: median \\|ratio - 1\\| | largest | "
+             "flagged by the history |", "|---|---|---|---|---|---|"]
+    for (klass, measure), devs in sorted(groups.items()):
+        spread = statistics.median(d for d, _ in devs)
+        lines.append(f"| {klass} | {measure} | {len(devs)} | {spread:.2%} | "
+                     f"{max(d for d, _ in devs):.2%} | {sum(f for _, f in devs)} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.lab.runspread", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("first", type=Path, help="the first run's asv results file")
+    parser.add_argument("second", type=Path, help="the second run's, same commit")
+    parser.add_argument("--flag", type=float, default=0.01,
+                        help="list the cases whose ratio is further than this from 1")
+    args = parser.parse_args(argv)
+    try:
+        by_case = ratios(values(args.first), values(args.second))
+        energy = ratios(values(args.first, ENERGY), values(args.second, ENERGY))
+    except ResultsFileError as err:
+        print(f"runspread: {err}", file=sys.stderr)
+        return 2
+    if not by_case:
+        print(f"runspread: no timed case ran in both {args.first} and {args.second}",
+              file=sys.stderr)
+        return 2
+    print(table(by_case, args.flag))
+    print("\nPer class, time and energy per call (history-thresholds.json's spread):\n")
+    print(class_table(by_case | energy))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Stacks: one commit under other Triton, TileLang and ROCm toolchains; machines; bundles."""

@@ -1,0 +1,23 @@
+"""Print the pinned requirements of pyproject.toml extras, one per line (for setup_env.sh).
+
+    python tools/stacks/requirements.py stack harness dev
+"""
+
+from __future__ import annotations
+
+import sys
+import tomllib
+from pathlib import Path
+
+
+def requirements(extras: list[str], pyproject: Path) -> list[str]:
+    table = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+    unknown = [e for e in extras if e not in table]
+    if unknown:
+        raise SystemExit(f"{pyproject}: no extra(s) {unknown}; known: {sorted(table)}")
+    return [req for extra in extras for req in table[extra]]
+
+
+if __name__ == "__main__":
+    root = Path(__file__).resolve().parents[2]
+    print("\n".join(requirements(sys.argv[1:], root / "pyproject.toml")))
