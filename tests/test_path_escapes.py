@@ -14,7 +14,8 @@ import pytest
 
 from tests.test_shard import _gpus, _plan
 from tools import machine as machine_tool
-from tools.history import bisect, shard
+from tools.history import bisect, shard, shardmap, shardrun
+from tools.history import gpus as host_gpus
 from tools.paths import PathError, kept_paths, remove_scratch
 from tools.stacks import matrix, stackcmp
 
@@ -90,16 +91,16 @@ def test_shard_map_with_an_escaping_machine_is_refused(tmp_path: Path) -> None:
     raw["gpus"][uuid]["machine"] = ESCAPE
     path = tmp_path / "box.shardmap"
     path.write_text(json.dumps(raw))
-    with pytest.raises(shard.ShardError, match=f"field /gpus/{uuid}/machine: '../../x'"):
-        shard.load_map(path)
+    with pytest.raises(host_gpus.ShardError, match=f"field /gpus/{uuid}/machine: '../../x'"):
+        shardmap.load_map(path)
     path.write_text(json.dumps(made.to_json())[:-40])  # truncated by a full disk
-    with pytest.raises(shard.ShardError, match="truncated or corrupt"):
-        shard.load_map(path)
+    with pytest.raises(host_gpus.ShardError, match="truncated or corrupt"):
+        shardmap.load_map(path)
 
 
 def test_results_link_stays_inside(tmp_path: Path) -> None:
     with pytest.raises(PathError, match="not a plain name"):
-        shard.link_results(tmp_path / "shard" / "results", tmp_path / "results", ESCAPE)
+        shardrun.link_results(tmp_path / "shard" / "results", tmp_path / "results", ESCAPE)
     assert _tree(tmp_path) == []
 
 
@@ -125,7 +126,7 @@ def test_sharded_gate_never_deletes_results_records_site_or_repo(tmp_path: Path,
                                                                  monkeypatch, capsys) -> None:
     repo = _git_repo(tmp_path)
     before = _tree(repo)
-    monkeypatch.setenv(shard.FAKE_ENV, "GPU-a=Fake,GPU-b=Fake")
+    monkeypatch.setenv(host_gpus.FAKE_ENV, "GPU-a=Fake,GPU-b=Fake")
     code = shard.main(["gate", "--repo", str(repo), "--pr-dir", str(repo / pr_dir),
                        "--host", "box", "-b", "X"])
     err = capsys.readouterr().err

@@ -143,7 +143,8 @@ def test_a_rocm_release_compiles_with_its_own_llvm_and_enters_the_digest(monkeyp
 
 def test_an_unknown_or_missing_toolchain_is_named(monkeypatch, tmp_path):
     monkeypatch.setenv(hip.TOOLCHAIN_ENV, "rocm-9.9.9")
-    with pytest.raises(hip.ToolchainMissing, match=r"rocm-9\.9\.9.*tools\.rocm_toolchain fetch"):
+    with pytest.raises(hip.ToolchainMissing,
+                       match=r"rocm-9\.9\.9.*tools\.stacks\.rocm_toolchain fetch"):
         hip.toolchain()
     monkeypatch.setenv(hip.TOOLCHAIN_ENV, "hipcc")
     with pytest.raises(hip.ToolchainMissing, match="not a toolchain"):

@@ -15,7 +15,8 @@ import pytest
 
 from tests.test_telemetry_nvml import fake_pynvml
 from tools import machine as machine_tool
-from tools.history import shard
+from tools.history import gpus as host_gpus
+from tools.history import shard, shardmap, shardrun
 
 REPO = Path(__file__).resolve().parent.parent
 UUIDS = [f"GPU-{i:08x}-5e6f-7a8b-9c0d-{0xA0 + i:012x}" for i in range(8)]
@@ -23,8 +24,8 @@ FAKE = "GPU-0f6c1a2b-3c4d-5e6f-7a8b-00000000aa01=Fake H200," \
        "GPU-0f6c1a2b-3c4d-5e6f-7a8b-00000000bb02=Fake H200"
 
 
-def _gpus(n: int, start: int = 0) -> list[shard.Gpu]:
-    return [shard.Gpu(i, UUIDS[i], "Fake H200", "fake") for i in range(start, start + n)]
+def _gpus(n: int, start: int = 0) -> list[host_gpus.Gpu]:
+    return [host_gpus.Gpu(i, UUIDS[i], "Fake H200", "fake") for i in range(start, start + n)]
 
 
 def _cases(n: int, offset: int = 0) -> list[str]:
@@ -32,12 +33,12 @@ def _cases(n: int, offset: int = 0) -> list[str]:
             for i in range(offset, offset + n)]
 
 
-def _machines(gpus: list[shard.Gpu]) -> dict[str, str]:
+def _machines(gpus: list[host_gpus.Gpu]) -> dict[str, str]:
     return {g.uuid: machine_tool.machine_name("box", g.model, g.uuid) for g in gpus}
 
 
-def _plan(gpus, cases, recorded=None, reassign=None) -> tuple[shard.ShardMap, list[str]]:
-    return shard.update_map(recorded, gpus, _machines(gpus), cases, "box", reassign)
+def _plan(gpus, cases, recorded=None, reassign=None) -> tuple[shardmap.ShardMap, list[str]]:
+    return shardmap.update_map(recorded, gpus, _machines(gpus), cases, "box", reassign)
 
 
 # ----------------------------------------------------------------- the assignment
@@ -69,12 +70,12 @@ def test_balanced_over_eight_gpus() -> None:
 
 def test_changed_gpu_set_is_refused_without_reassign() -> None:
     old, _ = _plan(_gpus(4), _cases(400))
-    with pytest.raises(shard.ShardError) as err:
+    with pytest.raises(host_gpus.ShardError) as err:
         _plan(_gpus(5), _cases(400), recorded=old)
     text = str(err.value)
     assert UUIDS[4] in text and "--reassign" in text and "never moved" in text
     assert re.search(r"\b\d+ of 400 would move", text)
-    with pytest.raises(shard.ShardError, match=re.escape(UUIDS[3])):
+    with pytest.raises(host_gpus.ShardError, match=re.escape(UUIDS[3])):
         _plan(_gpus(3), _cases(400), recorded=old)  # a GPU gone is refused too
 
 
@@ -106,21 +107,21 @@ def test_removed_gpu_moves_only_its_cases_and_restoring_restores() -> None:
 
 
 def test_shard_file_round_trip_and_errors_name_the_file(tmp_path: Path) -> None:
-    path = shard.shard_file(tmp_path / "results", "Box.Lab")
+    path = shardmap.shard_file(tmp_path / "results", "Box.Lab")
     assert path == tmp_path / "results" / "shards" / "box-lab.shardmap"
-    assert shard.load_map(path) is None
+    assert shardmap.load_map(path) is None
     made, _ = _plan(_gpus(2), _cases(20))
-    shard.save_map(path, made)
-    loaded = shard.load_map(path)
+    shardmap.save_map(path, made)
+    loaded = shardmap.load_map(path)
     assert loaded is not None and loaded.cases == made.cases and loaded.gpus == made.gpus
     path.write_text("{broken")
-    with pytest.raises(shard.ShardError, match=re.escape(str(path))):
-        shard.load_map(path)
+    with pytest.raises(host_gpus.ShardError, match=re.escape(str(path))):
+        shardmap.load_map(path)
     raw = made.to_json()
     raw["cases"][_cases(1)[0]] = "GPU-nowhere"
     path.write_text(json.dumps(raw))
-    with pytest.raises(shard.ShardError, match="GPU-nowhere"):
-        shard.load_map(path)
+    with pytest.raises(host_gpus.ShardError, match="GPU-nowhere"):
+        shardmap.load_map(path)
 
 
 def test_cli_refuses_a_changed_gpu_set_before_running(tmp_path: Path, monkeypatch) -> None:
@@ -129,10 +130,10 @@ def test_cli_refuses_a_changed_gpu_set_before_running(tmp_path: Path, monkeypatc
     (repo / "asv.conf.json").write_text(json.dumps({"version": 1, "repo": ".",
                                                     "results_dir": ".asv/results"}))
     recorded, _ = _plan(_gpus(3), _cases(30))
-    path = shard.shard_file(repo / ".asv" / "results", "box")
-    shard.save_map(path, recorded)
+    path = shardmap.shard_file(repo / ".asv" / "results", "box")
+    shardmap.save_map(path, recorded)
     before = path.read_text()
-    monkeypatch.setenv(shard.FAKE_ENV, ",".join(UUIDS[:2]))
+    monkeypatch.setenv(host_gpus.FAKE_ENV, ",".join(UUIDS[:2]))
     code = shard.main(["run", "--repo", str(repo), "--host", "box"])
     assert code == 2
     assert path.read_text() == before, "a refused run must not touch the assignment"
@@ -155,7 +156,7 @@ def _asv_selects(meta: dict, regexes: list[str]) -> set[str]:
 
     listed = [v for v in meta.values() if isinstance(v, dict)]
     chosen = Benchmarks(types.SimpleNamespace(benchmark_dir="benchmarks"), listed, regexes)
-    cases = shard.benchmark_cases(meta)
+    cases = shardrun.benchmark_cases(meta)
     out = set()
     for name in chosen:
         picked = chosen.benchmark_selection[name]
@@ -165,9 +166,9 @@ def _asv_selects(meta: dict, regexes: list[str]) -> set[str]:
 
 @pytest.mark.parametrize("per_regex", [64, 2])
 def test_each_shards_regexes_select_exactly_its_cases_in_asv(monkeypatch, per_regex) -> None:
-    monkeypatch.setattr(shard, "MAX_ALTERNATIVES", per_regex)
+    monkeypatch.setattr(shardrun, "MAX_ALTERNATIVES", per_regex)
     meta = _meta()
-    per_bench = shard.benchmark_cases(meta)
+    per_bench = shardrun.benchmark_cases(meta)
     every = [c for cases in per_bench.values() for c in cases]
     assert "bench_p.P.track_time('x(1)', 'bf16')" in every and "bench_q.Q.track_value" in every
     gpus = _gpus(3)
@@ -175,30 +176,30 @@ def test_each_shards_regexes_select_exactly_its_cases_in_asv(monkeypatch, per_re
     union = set()
     for g in gpus:
         mine = [c for c in every if made.cases[c] == g.uuid]
-        assert _asv_selects(meta, shard.shard_regexes(mine, per_bench)) == set(mine)
+        assert _asv_selects(meta, shardrun.shard_regexes(mine, per_bench)) == set(mine)
         union |= set(mine)
     assert union == set(every)
     whole = per_bench["bench_p.P.track_time"]
-    assert shard.shard_regexes(whole, per_bench) == [r"^bench_p\.P\.track_time\("]
+    assert shardrun.shard_regexes(whole, per_bench) == [r"^bench_p\.P\.track_time\("]
 
 
 def test_a_users_filter_has_asvs_meaning() -> None:
-    every = [c for cases in shard.benchmark_cases(_meta()).values() for c in cases]
-    picked = shard.select(every, ["track_time\\(", "'bf16'\\)$"])
+    every = [c for cases in shardrun.benchmark_cases(_meta()).values() for c in cases]
+    picked = shardrun.select(every, ["track_time\\(", "'bf16'\\)$"])
     assert picked == [c for c in every if "track_time(" in c or c.endswith("'bf16')")]
-    assert shard.select(every, []) == every
+    assert shardrun.select(every, []) == every
 
 
 # ----------------------------------------------------------------- GPUs and machines
 
 
 def test_fake_gpus_give_one_machine_each(monkeypatch, tmp_path: Path) -> None:
-    gpus = shard.enumerate_gpus({shard.FAKE_ENV: FAKE})
+    gpus = host_gpus.enumerate_gpus({host_gpus.FAKE_ENV: FAKE})
     assert [g.index for g in gpus] == [0, 1] and [g.short for g in gpus] == ["0000aa01",
                                                                           "0000bb02"]
     base = {"machine": "box-cpu", "gpu": "none", "os": "Linux", "torch": "2.13.0"}
     monkeypatch.setattr(machine_tool, "describe", lambda *a, **k: dict(base))
-    infos = shard.describe_machines(gpus, "Box")
+    infos = host_gpus.describe_machines(gpus, "Box")
     names = [infos[g.uuid]["machine"] for g in gpus]
     assert names == ["box-fake-h200-0000aa01", "box-fake-h200-0000bb02"]
     assert all(infos[g.uuid]["gpu_uuid"] == g.uuid for g in gpus)
@@ -208,10 +209,10 @@ def test_fake_gpus_give_one_machine_each(monkeypatch, tmp_path: Path) -> None:
         machine_tool.write_machine_file(info, path)
     written = json.loads(path.read_text())
     assert set(written) == {"version", *names}
-    with pytest.raises(shard.ShardError, match="same name"):
-        shard.enumerate_gpus({shard.FAKE_ENV: "GPU-1-00000001,GPU-2-00000001"})
-    with pytest.raises(shard.ShardError, match="no UUID"):
-        shard.enumerate_gpus({shard.FAKE_ENV: "GPU-1,=model"})
+    with pytest.raises(host_gpus.ShardError, match="same name"):
+        host_gpus.enumerate_gpus({host_gpus.FAKE_ENV: "GPU-1-00000001,GPU-2-00000001"})
+    with pytest.raises(host_gpus.ShardError, match="no UUID"):
+        host_gpus.enumerate_gpus({host_gpus.FAKE_ENV: "GPU-1,=model"})
 
 
 def test_machine_name_matches_describes_own_naming() -> None:
@@ -255,15 +256,15 @@ def test_nvidia_gpus_from_nvml_honour_cuda_visible_devices(monkeypatch) -> None:
     nvml.nvmlDeviceGetCount = lambda: 4
     nvml.nvmlDeviceGetSerial = lambda h: f"16543210{h:04d}"
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
-    every = shard._nvidia_gpus({})
+    every = host_gpus._nvidia_gpus({})
     assert [g.index for g in every] == [0, 1, 2, 3]
     assert every[2].uuid == "GPU-00000002-fake" and every[2].serial == "165432100002"
     assert every[0].model == "NVIDIA H200" and every[0].vendor == "nvidia"
-    assert [g.index for g in shard._nvidia_gpus({"CUDA_VISIBLE_DEVICES": "3,1"})] == [3, 1]
-    assert [g.index for g in shard._nvidia_gpus({"CUDA_VISIBLE_DEVICES": "GPU-00000002"})] \
+    assert [g.index for g in host_gpus._nvidia_gpus({"CUDA_VISIBLE_DEVICES": "3,1"})] == [3, 1]
+    assert [g.index for g in host_gpus._nvidia_gpus({"CUDA_VISIBLE_DEVICES": "GPU-00000002"})] \
         == [2]
-    assert shard._nvidia_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
-    assert [g.index for g in shard._nvidia_gpus({"CUDA_VISIBLE_DEVICES": "1,9,2"})] == [1]
+    assert host_gpus._nvidia_gpus({"CUDA_VISIBLE_DEVICES": ""}) == []
+    assert [g.index for g in host_gpus._nvidia_gpus({"CUDA_VISIBLE_DEVICES": "1,9,2"})] == [1]
     assert nvml.calls.count(("init",)) == nvml.calls.count(("shutdown",)) == 5
 
 
@@ -272,9 +273,9 @@ def test_amd_gpus_from_amdsmi_honour_hip_visible_devices(monkeypatch, tmp_path) 
 
     state = use_fake_amdsmi(monkeypatch, tmp_path)
     state.set(ngpu=3)
-    every = shard._amd_gpus(dict(os.environ))
+    every = host_gpus._amd_gpus(dict(os.environ))
     assert [g.index for g in every] == [0, 1, 2] and len({g.uuid for g in every}) == 3
     assert all(g.vendor == "amd" and g.uuid for g in every)
-    picked = shard._amd_gpus({**os.environ, "HIP_VISIBLE_DEVICES": "2,0"})
+    picked = host_gpus._amd_gpus({**os.environ, "HIP_VISIBLE_DEVICES": "2,0"})
     assert [g.index for g in picked] == [2, 0] and picked[0].uuid == every[2].uuid
     assert "HIP_VISIBLE_DEVICES" not in os.environ, "the caller's environment must be restored"

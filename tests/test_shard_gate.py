@@ -19,7 +19,8 @@ import pytest
 from tests.test_shard import FAKE
 from tools import machine as machine_tool
 from tools.gate import asvio
-from tools.history import shard
+from tools.history import gpus as host_gpus
+from tools.history import shardmap, shardrun
 
 REPO = Path(__file__).resolve().parent.parent
 STATIC = "GemmSharedMem|GemmRegisters"
@@ -90,7 +91,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> dict:
     subprocess.run(["git", "checkout", "-q", "-B", "main"], cwd=repo, check=True)
     home = root / "home"
     home.mkdir()
-    env = dict(os.environ, HOME=str(home), **{shard.FAKE_ENV: FAKE})
+    env = dict(os.environ, HOME=str(home), **{host_gpus.FAKE_ENV: FAKE})
     pip_conf = Path(os.path.expanduser("~/.config/pip/pip.conf"))
     if pip_conf.exists():  # a new HOME must not lose the offline package index
         env["PIP_CONFIG_FILE"] = str(pip_conf)
@@ -121,11 +122,11 @@ def test_parallel_shards_on_fake_gpus_publish_one_site(clone: dict) -> None:
     assert proc.returncode == 0, log
     repo = clone["repo"]
     results = repo / ".asv" / "results"
-    shard_map = shard.load_map(shard.shard_file(results, "e2e"))
+    shard_map = shardmap.load_map(shardmap.shard_file(results, "e2e"))
     assert shard_map is not None
     machines = {u: g["machine"] for u, g in shard_map.gpus.items()}
     assert sorted(machines.values()) == ["e2e-fake-h200-0000aa01", "e2e-fake-h200-0000bb02"]
-    selected = shard.select(shard_map.cases, [STATIC])
+    selected = shardrun.select(shard_map.cases, [STATIC])
     assert len(selected) == 16 and set(shard_map.counts(selected).values()) != {0}
     valued = {u: _valued_cases(results, m) for u, m in machines.items()}
     measured = set().union(*valued.values())
@@ -148,14 +149,14 @@ def test_parallel_shards_on_fake_gpus_publish_one_site(clone: dict) -> None:
         assert list((repo / ".asv" / "shards" / short / "env").glob("*/asv-env-info.json"))
 
     # a third GPU appearing is refused, and nothing is run or rewritten
-    before = shard.shard_file(results, "e2e").read_text()
-    clone["env"][shard.FAKE_ENV] = FAKE + ",GPU-0f6c1a2b-3c4d-5e6f-7a8b-00000000cc03"
+    before = shardmap.shard_file(results, "e2e").read_text()
+    clone["env"][host_gpus.FAKE_ENV] = FAKE + ",GPU-0f6c1a2b-3c4d-5e6f-7a8b-00000000cc03"
     try:
         refused = _shard(clone, "run", "-b", STATIC)
     finally:
-        clone["env"][shard.FAKE_ENV] = FAKE
+        clone["env"][host_gpus.FAKE_ENV] = FAKE
     assert refused.returncode == 2 and "--reassign" in refused.stderr, refused.stderr
-    assert shard.shard_file(results, "e2e").read_text() == before
+    assert shardmap.shard_file(results, "e2e").read_text() == before
 
 
 @pytest.mark.slow
@@ -183,7 +184,7 @@ def test_sharded_gate_names_the_gpu_of_every_case(clone: dict) -> None:
     for case in report["cases"]:
         assert case["verdict"] == "SAME" and not case["unchanged"], case  # measured
         assert case["case"] in labels[case["gpu"]]["cases"]
-        assert uuids[case["gpu"]] == shard.owner(case["case"], uuids.values()), case
+        assert uuids[case["gpu"]] == shardmap.owner(case["case"], uuids.values()), case
     text = (out / "gate.md").read_text()
     assert "| case | GPU |" in text and all(label in text for label in labels)
     head8 = subprocess.run(["git", "rev-parse", "--short=8", "docs-only"], cwd=repo,

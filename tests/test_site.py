@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.site import asv_pages, data, publish
+from tools.site import asv_pages, data, publish, repo_data
 
 from ._site import _record
 from .conftest import REPO
@@ -103,7 +103,7 @@ def test_results_reader_skips_a_broken_file(tmp_path: Path) -> None:
      "https://gitlab.example.com/grp/sub/kperf"),
     ("/work/main", None), ("../kperf", None), ("file:///srv/kperf.git", None)])
 def test_commit_links_from_the_remote(remote: str, web: str | None) -> None:
-    assert data.web_url_of_remote(remote) == web
+    assert repo_data.web_url_of_remote(remote) == web
 
 
 def test_commit_link_settings_take_precedence(tmp_path: Path,
@@ -112,14 +112,14 @@ def test_commit_link_settings_take_precedence(tmp_path: Path,
     subprocess.run(["git", "remote", "add", "origin", "git@gitlab.com:g/k.git"], cwd=tmp_path,
                    check=True)
     monkeypatch.delenv("KPERF_COMMIT_URL", raising=False)
-    assert data.commit_links(tmp_path, {"show_commit_url": "#"})[:2] == (
+    assert repo_data.commit_links(tmp_path, {"show_commit_url": "#"})[:2] == (
         "https://gitlab.com/g/k/-/commit/", "https://gitlab.com/g/k")
-    assert data.commit_links(tmp_path, {"show_commit_url": "https://x/c/"})[0] == "https://x/c/"
+    assert repo_data.commit_links(tmp_path, {"show_commit_url": "https://x/c/"})[0] == "https://x/c/"
     monkeypatch.setenv("KPERF_COMMIT_URL", "https://intranet/kperf/commit/")
-    assert data.commit_links(tmp_path, {})[0] == "https://intranet/kperf/commit/"
+    assert repo_data.commit_links(tmp_path, {})[0] == "https://intranet/kperf/commit/"
     monkeypatch.delenv("KPERF_COMMIT_URL")
     subprocess.run(["git", "remote", "remove", "origin"], cwd=tmp_path, check=True)
-    url, _, how = data.commit_links(tmp_path, {})
+    url, _, how = repo_data.commit_links(tmp_path, {})
     assert url == "" and how.startswith("none")
 
 
@@ -220,7 +220,7 @@ def test_keep_gate_copies_the_report(tmp_path: Path) -> None:
     dest = publish.keep_gate(src, tmp_path)
     assert re.fullmatch(r"sm_90_x-ffffffff-\d{8}T\d{6}Z", dest.name)
     assert (dest / "gate.md").read_text() == "md"
-    reps = data.read_gate_reports([tmp_path / ".asv" / "gate-reports"], data.Notes())
+    reps = repo_data.read_gate_reports([tmp_path / ".asv" / "gate-reports"], data.Notes())
     assert len(reps) == 1 and reps[0]["label"] == "sm 90/x"
 
 

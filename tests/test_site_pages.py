@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.site import data, gatepages, headtohead, pages, telemetry_pages
+from tools.site import data, gatepages, headtohead, pages, steps_html, telemetry_pages
 
 from ._site import HOSTILE, _files, _record
 from .conftest import REPO
@@ -159,6 +159,6 @@ def test_steps_and_their_causes_are_escaped() -> None:
 
     step = steps.Step(HOSTILE, HOSTILE, "b", {}, steps.Side("d" * 40), steps.Side(HOSTILE),
                       1, cause="environment", why=HOSTILE, text=HOSTILE, id="x")
-    html = headtohead.steps_table(HOSTILE, [step], "https://h/commit/")
+    html = steps_html.steps_table(HOSTILE, [step], "https://h/commit/")
     assert "<script>window" not in html and "<img src=x" not in html
     assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 3

@@ -28,562 +28,54 @@ correction); the report names the GPU that judged each case.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
-import itertools
-import json
 import os
-import re
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tools import machine as machine_tool
-from tools.config import ConfigError, load_json
 from tools.gate import asvio
 from tools.gate.cli import add_gate_options
 from tools.gate.config import Thresholds
 from tools.gate.errors import GateError
-from tools.paths import PathError, inside, make_scratch, remove_scratch
-
-SCHEMA = "kperf-shards-1"
-METHOD = "rendezvous-sha256"
-FAKE_ENV = "KPERF_FAKE_GPUS"
-MAX_ALTERNATIVES = 64  # parameter sets per -b regex: keeps each argument short
-
-
-class ShardError(GateError):
-    """A condition that stops a sharded run before anything is measured (in ``shard
-    gate``: exit 4 with its message, like any other error of the gate's setup)."""
-
+from tools.history.gpus import Gpu, ShardError, describe_machines, enumerate_gpus
+from tools.history.shardmap import (
+    ShardMap,
+    check_gpu_set,
+    load_map,
+    save_map,
+    shard_file,
+    update_map,
+)
+from tools.history.shardrun import (
+    Shard,
+    benchmark_cases,
+    build_shards,
+    config_for,
+    discover,
+    is_gpu,
+    link_results,
+    log_tail,
+    run_parallel,
+    select,
+)
+from tools.paths import PathError
 
 # --------------------------------------------------------------------------- GPUs
-
-
-@dataclass(frozen=True)
-class Gpu:
-    index: int  # position in NVML's / amdsmi's list (PCI order): what *_VISIBLE_DEVICES gets
-    uuid: str
-    model: str
-    vendor: str  # nvidia | amd | fake
-    serial: str = ""
-
-    @property
-    def short(self) -> str:
-        return machine_tool.uuid_suffix(self.uuid)
-
-    @property
-    def label(self) -> str:
-        return f"{self.index}:{self.short}"
-
-
-def enumerate_gpus(environ: Mapping[str, str] | None = None) -> list[Gpu]:
-    """The GPUs this host offers, read through NVML or amdsmi, never through a GPU context.
-
-    A restriction already in the environment (CUDA_VISIBLE_DEVICES; on ROCm also
-    HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES) limits the set to those GPUs.
-    """
-    env = os.environ if environ is None else environ
-    if env.get(FAKE_ENV, "").strip():
-        return parse_fake_gpus(env[FAKE_ENV])
-    reasons = []
-    for vendor, find in (("nvidia", _nvidia_gpus), ("amd", _amd_gpus)):
-        try:
-            found = find(env)
-        except Exception as err:  # no driver or no library: an answer, not an error
-            reasons.append(f"{vendor}: {type(err).__name__}: {err}")
-            continue
-        if found:
-            return _unique(found)
-        reasons.append(f"{vendor}: no GPU visible")
-    raise ShardError("no GPU found (" + "; ".join(reasons) + f"); set {FAKE_ENV}="
-                     "'uuid1,uuid2' for a dry run without GPUs")
-
-
-def parse_fake_gpus(text: str) -> list[Gpu]:
-    gpus = []
-    for index, entry in enumerate(e.strip() for e in text.split(",")):
-        uuid, _, model = entry.partition("=")
-        if not uuid.strip():
-            raise ShardError(f"{FAKE_ENV}={text!r}: entry {index} has no UUID")
-        gpus.append(Gpu(index, uuid.strip(), model.strip() or "fake-gpu", "fake"))
-    return _unique(gpus)
-
-
-def _unique(gpus: list[Gpu]) -> list[Gpu]:
-    for attr in ("uuid", "short"):
-        seen: dict[str, Gpu] = {}
-        for g in gpus:
-            other = seen.setdefault(getattr(g, attr), g)
-            if other is not g:
-                raise ShardError(f"GPUs {other.index} ({other.uuid}) and {g.index} ({g.uuid}) "
-                                 f"share the {attr} {getattr(g, attr)!r}: their asv machines "
-                                 f"would have the same name")
-    return gpus
-
-
-def _nvidia_gpus(env: Mapping[str, str]) -> list[Gpu]:
-    import pynvml as n
-
-    def text(value: Any) -> str:
-        return value.decode() if isinstance(value, bytes) else str(value)
-
-    n.nvmlInit()
-    try:
-        every = []
-        for index in range(n.nvmlDeviceGetCount()):
-            h = n.nvmlDeviceGetHandleByIndex(index)
-            try:
-                serial = text(n.nvmlDeviceGetSerial(h))
-            except n.NVMLError:
-                serial = ""
-            every.append(Gpu(index, text(n.nvmlDeviceGetUUID(h)), text(n.nvmlDeviceGetName(h)),
-                             "nvidia", serial))
-    finally:
-        n.nvmlShutdown()
-    return visible_nvidia(every, env)
-
-
-def visible_nvidia(every: list[Gpu], env: Mapping[str, str]) -> list[Gpu]:
-    """The GPUs CUDA_VISIBLE_DEVICES leaves: indices in PCI bus order (as NVML counts) or
-    UUIDs (a unique prefix suffices, as for CUDA)."""
-    entries = [e.strip() for e in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if e.strip()]
-    if "CUDA_VISIBLE_DEVICES" not in env:
-        return every
-    out = []
-    for entry in entries:
-        if entry.isdigit():
-            match = [g for g in every if g.index == int(entry)]
-        else:
-            match = [g for g in every if g.uuid.lower().startswith(entry.lower())]
-        if len(match) != 1:
-            break  # CUDA stops at the first entry it cannot resolve
-        out.append(match[0])
-    return out
-
-
-def _amd_gpus(env: Mapping[str, str]) -> list[Gpu]:
-    """Through the telemetry's own amdsmi source, so the UUID text is the one the machine
-    description uses, and its visibility mapping decides which GPUs are left."""
-    from harness.telemetry.amd import AmdSmiSource, AmdSmiUnavailable, import_amdsmi
-
-    smi = import_amdsmi()
-    smi.amdsmi_init()
-    try:
-        count = len(smi.amdsmi_get_processor_handles())
-    finally:
-        smi.amdsmi_shut_down()
-    out = []
-    with _environ(env):  # AmdSmiSource maps device indices through os.environ
-        for k in range(count):
-            try:
-                source = AmdSmiSource(k)
-            except AmdSmiUnavailable as err:
-                if "is not visible" in str(err):
-                    break
-                raise
-            try:
-                ident = source.identity()
-                out.append(Gpu(source.physical_index, str(ident.get("gpu_uuid") or ""),
-                               str(ident.get("gpu") or "amd-gpu"), "amd",
-                               str(ident.get("gpu_serial") or "")))
-            finally:
-                source.close()
-    missing = [g.index for g in out if not g.uuid]
-    if missing:
-        raise ShardError(f"amdsmi reports no UUID for GPU(s) {missing}: cannot name them")
-    return out
-
-
-@contextlib.contextmanager
-def _environ(env: Mapping[str, str]) -> Iterator[None]:
-    if env is os.environ:
-        yield
-        return
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 # --------------------------------------------------------------------------- assignment
 
 
-def weight(case: str, uuid: str) -> int:
-    digest = hashlib.sha256(f"{uuid}\0{case}".encode()).digest()
-    return int.from_bytes(digest[:8], "big")
-
-
-def owner(case: str, uuids: Iterable[str]) -> str:
-    """Rendezvous hashing: the GPU with the largest weight for this case."""
-    return max(uuids, key=lambda u: (weight(case, u), u))
-
-
-@dataclass
-class ShardMap:
-    host: str
-    gpus: dict[str, dict[str, Any]]  # uuid -> index, model, vendor, machine
-    cases: dict[str, str]  # case -> uuid
-    history: list[dict[str, Any]] = field(default_factory=list)
-    method: str = METHOD
-
-    def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "method": self.method, "host": self.host,
-                "gpus": self.gpus, "cases": dict(sorted(self.cases.items())),
-                "history": self.history}
-
-    def counts(self, cases: Iterable[str] | None = None) -> dict[str, int]:
-        names = self.cases if cases is None else cases
-        out = dict.fromkeys(self.gpus, 0)
-        for case in names:
-            out[self.cases[case]] += 1
-        return out
-
-
-def shard_file(results_dir: Path, host: str) -> Path:
-    # Not a .json file: asv publish would take a .json among results for a results file.
-    return results_dir / "shards" / f"{machine_tool.slug(host)}.shardmap"
-
-
-def load_map(path: Path) -> ShardMap | None:
-    """The recorded assignment (tools/schemas/shardmap.json), or None if there is none."""
-    try:
-        raw = load_json(path, "shardmap", missing_ok=True)
-    except ConfigError as err:
-        raise ShardError(str(err)) from err
-    if raw is None:
-        return None
-    for case, uuid in raw["cases"].items():
-        if uuid not in raw["gpus"]:
-            raise ShardError(f"{path}: case {case!r} is assigned to {uuid!r}, which is not "
-                             f"in its 'gpus'")
-    return ShardMap(raw["host"], raw["gpus"], raw["cases"], raw["history"])
-
-
-def save_map(path: Path, shard_map: ShardMap) -> None:
-    from harness.record import atomic_write_json
-
-    atomic_write_json(path, shard_map.to_json())
-
-
-def set_change(recorded: ShardMap, gpus: Sequence[Gpu]) -> tuple[list[str], list[str]]:
-    """(added, removed) UUIDs of the GPU set against the recorded one."""
-    now = {g.uuid for g in gpus}
-    return sorted(now - set(recorded.gpus)), sorted(set(recorded.gpus) - now)
-
-
-def check_gpu_set(recorded: ShardMap | None, gpus: Sequence[Gpu], reassign: str | None,
-                  path: Path) -> None:
-    """Refuse a changed GPU set unless the reassignment is asked for, with a reason."""
-    if recorded is None or reassign:
-        return
-    added, removed = set_change(recorded, gpus)
-    if not added and not removed:
-        return
-    moving = sum(new != old for new, old in _reassigned(recorded, gpus).items()
-                 if old is not None)
-    raise ShardError(
-        f"{path}: the GPUs of {recorded.host} changed since the assignment was recorded "
-        f"(added: {added or 'none'}; removed: {removed or 'none'}). Cases are never moved "
-        f"silently: {moving} of {len(recorded.cases)} would move to another GPU, which "
-        f"starts their history afresh there. Run again with --reassign 'why' to accept "
-        f"and record it, or restore the GPU set (CUDA_VISIBLE_DEVICES / "
-        f"HIP_VISIBLE_DEVICES, {FAKE_ENV}).")
-
-
-def _reassigned(recorded: ShardMap, gpus: Sequence[Gpu]) -> dict[str, str]:
-    """Each recorded case's GPU under the new set: a case moves only if its GPU left, or
-    to a GPU that joined and wins it (for a rendezvous-made map: the minimal movement)."""
-    uuids = [g.uuid for g in gpus]
-    added = set(uuids) - set(recorded.gpus)
-    out = {}
-    for case, current in recorded.cases.items():
-        winner = owner(case, uuids)
-        out[case] = winner if current not in uuids or winner in added else current
-    return out
-
-
-def update_map(recorded: ShardMap | None, gpus: Sequence[Gpu], machines: Mapping[str, str],
-               cases: Iterable[str], host: str, reassign: str | None = None,
-               path: Path = Path("shards")) -> tuple[ShardMap, list[str]]:
-    """The assignment for this run and what changed: new cases get their GPU; recorded
-    cases keep theirs; a changed GPU set needs ``reassign`` (the reason) and is recorded."""
-    check_gpu_set(recorded, gpus, reassign, path)
-    uuids = [g.uuid for g in gpus]
-    info = {g.uuid: {"index": g.index, "model": g.model, "vendor": g.vendor,
-                     "serial": g.serial, "machine": machines[g.uuid]} for g in gpus}
-    date = datetime.now(UTC).isoformat(timespec="seconds")
-    notes: list[str] = []
-    if recorded is None:
-        shard_map = ShardMap(host, info, {}, [{"date": date, "event": "created",
-                                               "gpus": sorted(uuids)}])
-    else:
-        shard_map = ShardMap(recorded.host, info, dict(recorded.cases), list(recorded.history))
-        added, removed = set_change(recorded, gpus)
-        if added or removed:
-            shard_map.cases = _reassigned(recorded, gpus)
-            moved = {c: [recorded.cases[c], new] for c, new in sorted(shard_map.cases.items())
-                     if recorded.cases[c] != new}
-            shard_map.history.append({
-                "date": date, "event": "reassigned", "reason": reassign,
-                "gpus_before": sorted(recorded.gpus), "gpus_after": sorted(uuids),
-                "added": added, "removed": removed, "moved": moved,
-                "n_moved": len(moved), "n_cases": len(shard_map.cases)})
-            notes.append(f"reassigned ({reassign}): {len(moved)} of {len(shard_map.cases)} "
-                         f"cases moved; added {added or 'none'}, removed {removed or 'none'}")
-        elif reassign:
-            notes.append("--reassign given but the GPU set is unchanged: nothing moved")
-        for uuid, now in info.items():
-            was = recorded.gpus.get(uuid, {}).get("index", now["index"])
-            if was != now["index"]:
-                notes.append(f"GPU {uuid} is now index {now['index']} (was {was})")
-    new = [c for c in cases if c not in shard_map.cases]
-    for case in new:
-        shard_map.cases[case] = owner(case, uuids)
-    if new:
-        notes.append(f"{len(new)} new case(s) assigned")
-    return shard_map, notes
-
-
 # --------------------------------------------------------------------------- cases
-
-
-def benchmark_cases(meta: Mapping[str, Any]) -> dict[str, list[str]]:
-    """benchmark -> its case names as asv matches ``-b``: ``name(p0, p1, ...)``, or ``name``."""
-    out = {}
-    for name, bench in sorted(meta.items()):
-        if not isinstance(bench, dict):
-            continue  # the file's "version"
-        params = bench.get("params") or []
-        if params:
-            out[name] = [f"{name}({', '.join(combo)})" for combo in itertools.product(*params)]
-        else:
-            out[name] = [name]
-    return out
-
-
-def select(cases: Iterable[str], regexes: Sequence[str]) -> list[str]:
-    """asv's rule: a case is selected when any regex is found in its name."""
-    compiled = [re.compile(r) for r in regexes]
-    return [c for c in cases if not compiled or any(r.search(c) for r in compiled)]
-
-
-def bench_of(case: str) -> str:
-    return case.split("(", 1)[0]
-
-
-def shard_regexes(cases: Iterable[str], per_bench: Mapping[str, list[str]]) -> list[str]:
-    """asv ``-b`` regexes selecting exactly these cases: one per benchmark when the shard
-    has all its cases, else anchored alternatives of its parameter sets."""
-    mine: dict[str, list[str]] = {}
-    for case in cases:
-        mine.setdefault(bench_of(case), []).append(case)
-    out = []
-    for bench, names in sorted(mine.items()):
-        name = re.escape(bench)
-        if per_bench[bench] == [bench]:
-            out.append(f"^{name}$")
-        elif set(names) == set(per_bench[bench]):
-            out.append(f"^{name}\\(")
-        else:
-            params = sorted(re.escape(c[len(bench) + 1:-1]) for c in names)
-            for i in range(0, len(params), MAX_ALTERNATIVES):
-                chunk = "|".join(params[i:i + MAX_ALTERNATIVES])
-                out.append(f"^{name}\\((?:{chunk})\\)$")
-    return out
 
 
 # --------------------------------------------------------------------------- machines
 
 
-def describe_machines(gpus: Sequence[Gpu], host: str) -> dict[str, dict[str, str]]:
-    """uuid -> machine-file entry, named ``<host>-<gpu model>-<uuid8>``.
-
-    Real GPUs are described each by a child that sees only that GPU (in parallel); fake
-    ones share this host's description with the GPU's fields put in.
-    """
-    if all(g.vendor == "fake" for g in gpus):
-        base = machine_tool.describe()
-        found = {g.uuid: {**base, "gpu": g.model, "gpu_uuid": g.uuid,
-                          "telemetry": "fake"} for g in gpus}
-    else:
-        with ThreadPoolExecutor(max_workers=len(gpus)) as pool:
-            infos = list(pool.map(lambda g: machine_tool.describe_gpu(g.index), gpus))
-        found = {}
-        for g, info in zip(gpus, infos, strict=True):
-            if info.get("gpu_uuid") and info["gpu_uuid"] != g.uuid:
-                raise ShardError(f"GPU {g.index}: enumerated as {g.uuid} but described as "
-                                 f"{info['gpu_uuid']}: the visibility variables picked "
-                                 f"another GPU")
-            found[g.uuid] = {**info, "gpu_uuid": g.uuid}
-    for g in gpus:
-        entry = found[g.uuid]
-        if g.serial and not entry.get("gpu_serial"):
-            entry["gpu_serial"] = g.serial
-        entry["machine"] = machine_tool.machine_name(host, entry.get("gpu") or g.model, g.uuid)
-    return found
-
-
 # --------------------------------------------------------------------------- running asv
-
-
-@dataclass
-class Shard:
-    gpu: Gpu
-    machine: str
-    cases: list[str]
-    regexes: list[str]
-    work_dir: Path  # <repo>/.asv/shards/<uuid8>: its environments, config, log
-
-    @property
-    def env_dir(self) -> Path:
-        return self.work_dir / "env"
-
-    def environment(self) -> dict[str, str]:
-        """What the shard's processes add to their environment: only its GPU visible,
-        compiler caches of its own (shards compile the same kernels at the same time), and
-        a HOME of its own holding just its machine entry: every ``asv run`` rewrites
-        ``~/.asv-machine.json`` in place, so shards sharing one raced on it (one read the
-        file while another had truncated it)."""
-        env = machine_tool.gpu_visibility_env(self.gpu.index, {})
-        env["TRITON_CACHE_DIR"] = str(self.work_dir / "cache" / "triton")
-        env["TILELANG_CACHE_DIR"] = str(self.work_dir / "cache" / "tilelang")
-        env["HOME"] = str(self._private_home())
-        return env
-
-    def _private_home(self) -> Path:
-        home = self.work_dir / "home"
-        shared = machine_tool.machine_file()
-        try:
-            entries = load_json(shared, "machine-file", missing_ok=True) or {}
-        except ConfigError as err:
-            raise ShardError(str(err)) from err
-        if self.machine not in entries:
-            raise ShardError(f"{shared}: no entry for machine {self.machine!r}")
-        machine_tool.write_machine_file(entries[self.machine], home / ".asv-machine.json")
-        return home
-
-
-def build_shards(shard_map: ShardMap, gpus: Sequence[Gpu], selected: Sequence[str],
-                 per_bench: Mapping[str, list[str]], repo: Path,
-                 only: Sequence[str] = ()) -> list[Shard]:
-    """One shard per GPU that has selected cases (``only``: just these GPUs, by index,
-    UUID or UUID suffix)."""
-    wanted = [g for g in gpus if not only or any(_is(g, o) for o in only)]
-    unknown = [o for o in only if not any(_is(g, o) for g in gpus)]
-    if unknown:
-        raise ShardError(f"--only {unknown}: no such GPU (have {[g.label for g in gpus]})")
-    out = []
-    for g in wanted:
-        cases = [c for c in selected if shard_map.cases[c] == g.uuid]
-        if cases:
-            out.append(Shard(g, shard_map.gpus[g.uuid]["machine"], cases,
-                             shard_regexes(cases, per_bench),
-                             inside(repo / ".asv" / "shards", g.short, what="GPU folder")))
-    return out
-
-
-def _is(gpu: Gpu, text: str) -> bool:
-    return text in (str(gpu.index), gpu.uuid, gpu.short, gpu.label)
-
-
-def config_for(conf: Mapping[str, Any], repo: Path, work_dir: Path,
-               results_dir: Path | None = None, env_dir: Path | None = None) -> Path:
-    """A derived asv config (absolute paths) under ``work_dir``; returns its path."""
-    out = asvio.derived_config(dict(conf), repo, work_dir)
-    if results_dir is not None:
-        out["results_dir"] = str(results_dir)
-    if env_dir is not None:
-        out["env_dir"] = str(env_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    path = work_dir / "asv.conf.json"
-    path.write_text(json.dumps(out, indent=2))
-    return path
-
-
-def discover(repo: Path, conf: Mapping[str, Any], results_dir: Path,
-             machine: str) -> dict[str, Any]:
-    """benchmarks.json for the working tree's suite, written into ``results_dir``.
-
-    The suite is discovered in this interpreter (``-E existing:same``): nothing is built,
-    and asv reads benchmarks from the working tree for every commit anyway.
-    """
-    from tools.history.asvrun import asv_env, run_asv
-
-    work = make_scratch(results_dir.parent / f".discover-{os.getpid()}",
-                        {"results": results_dir}, "discovery scratch")
-    try:
-        conf_path = config_for(conf, repo, work, results_dir=results_dir)
-        args = ["--config", str(conf_path), "run", "-E", "existing:same", "--bench",
-                "just-discover", "--machine", machine]
-        log = work / "discover.log"
-        rc = run_asv(args, asv_env(machine, repo), repo, log=log).returncode
-        path = results_dir / "benchmarks.json"
-        if rc != 0 or not path.exists():
-            raise ShardError(f"discovering the benchmarks failed (asv exit {rc}):\n"
-                             f"{_tail(log)}")
-        try:
-            return json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ShardError(f"{path}: not valid JSON, truncated or corrupt ({err})") from err
-    finally:
-        remove_scratch(work, {"results": results_dir}, "discovery scratch")
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"({path} not readable)"
-
-
-def link_results(shard_results: Path, results_dir: Path, machine: str) -> None:
-    """``shard_results/<machine>`` -> ``results_dir/<machine>``: results land in the shared
-    directory; the shard's benchmarks.json stays its own (asv rewrites it on every run)."""
-    target = inside(results_dir, machine, what="machine name")
-    target.mkdir(parents=True, exist_ok=True)
-    link = inside(shard_results, machine, what="machine name")
-    shard_results.mkdir(parents=True, exist_ok=True)
-    if link.is_symlink():
-        link.unlink()
-    elif link.exists():
-        raise ShardError(f"{link} exists and is not a link to {target}; remove it")
-    link.symlink_to(target.resolve(), target_is_directory=True)
-
-
-def run_parallel(shards: Sequence[Shard], job: Callable[[Shard], int],
-                 log_of: Callable[[Shard], Path]) -> dict[str, int]:
-    """``job`` for every shard at once; GPU label -> its exit code."""
-    lock = threading.Lock()
-
-    def one(shard: Shard) -> int:
-        start = time.monotonic()
-        try:
-            rc = job(shard)
-        except Exception as err:  # reported with the shard's name, the others carry on
-            with lock:
-                print(f"[GPU {shard.gpu.label}] failed: {type(err).__name__}: {err}",
-                      flush=True)
-            return 1
-        with lock:
-            print(f"[GPU {shard.gpu.label}] {shard.machine}: exit {rc} after "
-                  f"{time.monotonic() - start:.0f} s (log {log_of(shard)})",
-                  flush=True)
-        return rc
-
-    with ThreadPoolExecutor(max_workers=max(1, len(shards))) as pool:
-        codes = list(pool.map(one, shards))
-    return {s.gpu.label: rc for s, rc in zip(shards, codes, strict=True)}
 
 
 @dataclass
@@ -717,7 +209,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for shard in shards:
         if codes[shard.gpu.label] != 0:
             print(f"--- GPU {shard.gpu.label}: last lines of {shard.work_dir / 'asv.log'}\n"
-                  f"{_tail(shard.work_dir / 'asv.log')}", file=sys.stderr)
+                  f"{log_tail(shard.work_dir / 'asv.log')}", file=sys.stderr)
     if broken:
         print(f"asv run failed on GPU(s) {broken}; nothing published", file=sys.stderr)
         return max(broken.values())
@@ -767,7 +259,7 @@ def sharded_plan(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresho
     for note in notes:
         print(f"shards: {note}")
     selected = [c["name"] for c in plan.cases]
-    wanted = [g for g in ctx.gpus if not args.only or any(_is(g, o) for o in args.only)]
+    wanted = [g for g in ctx.gpus if not args.only or any(is_gpu(g, o) for o in args.only)]
     plan.lanes = [Lane(g.label, machine_tool.gpu_visibility_env(g.index, {}),
                        [c for c in selected if shard_map.cases.get(c) == g.uuid])
                   for g in wanted]

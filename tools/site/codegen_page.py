@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tools.site import data
+from tools.site import data, repo_data
 from tools.site.codegen import (
     BACKENDS,
     COMPILE_ROW,
@@ -244,6 +244,6 @@ def write(kperf: Path, roots: list[Path], revisions: dict[str, int], commit_url:
     notes = data.Notes()
     records = data.read_records(roots, notes)
     views = build(records, revisions, notes)
-    subjects = data.commit_subjects(git_repo, {v.commit for v in views})
+    subjects = repo_data.commit_subjects(git_repo, {v.commit for v in views})
     (kperf / "codegen.html").write_text(render(views, notes, commit_url, subjects))
     return notes

@@ -34,7 +34,17 @@ from typing import Any
 from tools.gate.asvio import load_project_conf
 from tools.gate.errors import GateError
 from tools.paths import PathError, check_scratch, inside
-from tools.site import asv_pages, codegen, codegen_page, data, gatepages, headtohead, status, steps
+from tools.site import (
+    asv_pages,
+    codegen,
+    codegen_page,
+    data,
+    gatepages,
+    headtohead,
+    repo_data,
+    status,
+    steps,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 GATE_KEEP_DIR = Path(".asv") / "gate-reports"
@@ -189,7 +199,7 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
 
     build = live.with_name(f".{live.name}.build-{os.getpid()}")
     shutil.rmtree(build, ignore_errors=True)
-    commit_url, project_url, commit_how = data.commit_links(git_repo, conf)
+    commit_url, project_url, commit_how = repo_data.commit_links(git_repo, conf)
     asv_ok, asv_error = _asv_publish(conf_path, build, env, conf_dir)
     if not asv_ok and (live / "index.html").exists():
         shutil.rmtree(build, ignore_errors=True)
@@ -232,7 +242,7 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
                             repo / "thresholds.json", result_notes)
     steps.write(kperf / "steps.json", found)
     shas = {t.commit for v in views for t in v.tables}
-    subjects = data.commit_subjects(git_repo, shas)
+    subjects = repo_data.commit_subjects(git_repo, shas)
     all_notes = data.Notes(record_notes.items + result_notes.items)
     (kperf / "head-to-head.html").write_text(
         headtohead.render(views, all_notes, commit_url, subjects, found,
@@ -240,8 +250,8 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
     codegen_notes = codegen_page.write(kperf, codegen.roots_beside(record_roots), revisions,
                                        commit_url, git_repo)
 
-    reports = data.read_gate_reports(gate_roots, gate_notes)
-    thresholds = data.read_thresholds(repo / "thresholds.json", gate_notes)
+    reports = repo_data.read_gate_reports(gate_roots, gate_notes)
+    thresholds = repo_data.read_thresholds(repo / "thresholds.json", gate_notes)
     gatepages.write(kperf, reports, thresholds, gate_notes, commit_url)
 
     leaks = asv_pages.external_references(build)
