@@ -10,10 +10,12 @@ edges: they are chosen at run time.
 Floors: the measurement core ``harness`` (never imports the code under test: asv loads it
 from the working tree for every commit, benchmarks/__init__.py) and the code under test
 ``kernels`` stand side by side at the bottom; ``benchmarks`` (asv's suites, the glue
-between the two) above them; ``tools`` above that; ``tests`` above all.
+between the two) above them; ``tools`` above that; ``tests`` above all. Inside tools/,
+bottom to top (``TOOL_FLOORS``): what every part shares (tools/config.py, paths.py,
+machine.py), the gate (its verdicts serve the site, the history and stack comparisons),
+the site, running the history, stacks (the history run across stacks), the lab.
 
-The size rule covers the folders in ``SIZE_CHECKED``. tools/ is being split (issue 29);
-add "tools" to that tuple once its files are under the limit.
+The size rule covers the folders in ``SIZE_CHECKED``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SKIPPED_FOLDERS = ("html", "__pycache__")  # and every hidden folder
 MAX_LINES = 450
-SIZE_CHECKED = ("harness", "kernels", "benchmarks", "tests")
+SIZE_CHECKED = ("harness", "kernels", "benchmarks", "tools", "tests")
 # For each top-level package, those it must never import.
 NEVER_IMPORTS = {
     "harness": ("kernels", "benchmarks", "tools", "tests"),
@@ -33,6 +35,7 @@ NEVER_IMPORTS = {
     "benchmarks": ("tools", "tests"),
     "tools": ("tests",),
 }
+TOOL_FLOORS = ("gate", "site", "history", "stacks", "lab")  # above the shared modules
 
 
 def python_files(root: Path = REPO) -> Iterator[Path]:
@@ -115,10 +118,24 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def tool_floor(module: str) -> int | None:
+    """0 for tools/'s shared modules, 1.. for its parts in ``TOOL_FLOORS``; None outside."""
+    parts = module.split(".")
+    if parts[0] != "tools":
+        return None
+    return TOOL_FLOORS.index(parts[1]) + 1 if parts[1:2] and parts[1] in TOOL_FLOORS else 0
+
+
+def _above(module: str, target: str) -> bool:
+    if target.split(".")[0] in NEVER_IMPORTS.get(module.split(".")[0], ()):
+        return True
+    mine, theirs = tool_floor(module), tool_floor(target)
+    return mine is not None and theirs is not None and theirs > mine
+
+
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     return [f"{module} imports {target}" for module, targets in sorted(graph.items())
-            for target in sorted(targets)
-            if target.split(".")[0] in NEVER_IMPORTS.get(module.split(".")[0], ())]
+            for target in sorted(targets) if _above(module, target)]
 
 
 def test_the_imports_form_no_circle() -> None:
@@ -142,11 +159,16 @@ def test_the_graph_reader_sees_circles_and_floors(tmp_path: Path) -> None:
     files = {"harness/__init__.py": "", "harness/a.py": "from harness import b\n",
              "harness/b.py": "def f():\n    from . import a\n",
              "kernels/__init__.py": "", "harness/c.py": "import kernels.op\n",
-             "kernels/op.py": "", ".venv/x.py": "import harness.a\n"}
+             "kernels/op.py": "", ".venv/x.py": "import harness.a\n",
+             "tools/__init__.py": "", "tools/paths.py": "", "tools/site/__init__.py": "",
+             "tools/history/__init__.py": "", "tools/history/run.py": "import tools.paths\n",
+             "tools/site/page.py": "def f():\n    from tools.history import run\n"}
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     graph = import_graph(tmp_path)
     assert ".venv.x" not in graph
     assert cycles(graph) == [["harness.a", "harness.b"]]
-    assert upward_imports(graph) == ["harness.c imports kernels.op"]
+    assert upward_imports(graph) == ["harness.c imports kernels.op",
+                                     "tools.site.page imports tools.history",
+                                     "tools.site.page imports tools.history.run"]
