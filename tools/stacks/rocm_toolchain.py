@@ -29,6 +29,7 @@ from typing import Any
 
 from harness.hip import toolchain_root
 from tools.config import ConfigError, load_json
+from tools.stacks.wheelhouse import sha256_of
 
 REPO = Path(__file__).resolve().parents[2]
 PINS = REPO / "tools" / "stacks" / "rocm-toolchains.json"
@@ -47,14 +48,6 @@ class ToolchainError(Exception):
 
 def load_pins() -> dict[str, Any]:
     return load_json(PINS, "rocm-toolchains")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def checked(path: Path, want: str) -> Path:
