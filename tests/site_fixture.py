@@ -301,7 +301,7 @@ def _write_benchmarks(results: Path) -> dict[str, dict[str, Any]]:
     from asv.benchmarks import Benchmarks
 
     from tests.conftest import REPO
-    from tools.history.history_thresholds import discover
+    from tools.history.series import discover
 
     found = discover(REPO / "benchmarks")
     conf = SimpleNamespace(results_dir=str(results), benchmark_dir=str(REPO / "benchmarks"))

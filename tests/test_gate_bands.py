@@ -16,7 +16,8 @@ from harness.stats import Comparison, label
 from harness.timing import Plan, measure
 from tools.config import ConfigError
 from tools.gate.config import Thresholds
-from tools.gate.model import Block, CaseData, decide_look
+from tools.gate.look import decide_look
+from tools.gate.model import Block, CaseData
 from tools.gate.sequential import replay
 
 from .fakes import FakeGpu, FakeKernel

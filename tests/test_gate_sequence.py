@@ -9,7 +9,8 @@ from pathlib import Path
 
 from tests._gate import GEMM, NORM, block, case, one
 from tools.gate.config import Thresholds
-from tools.gate.model import CaseData, Verdict, decide_look
+from tools.gate.look import decide_look
+from tools.gate.model import CaseData, Verdict
 from tools.gate.sequential import confirm, replay
 
 REPO = Path(__file__).resolve().parent.parent

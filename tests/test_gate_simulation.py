@@ -3,7 +3,7 @@ suite-wide correction, a run that changes nothing rarely calls anything SLOW or 
 
 Simulated on the H200's noise figures (tools/gate/simulate.py): heavy-tailed block scatter,
 round drift, worker offsets. A second design leaves only the statistics between noise and
-a verdict: it measures the error control of the real code (``model.decide_look``'s
+a verdict: it measures the error control of the real code (``look.decide_look``'s
 spending over looks and correction over cases), so an edit that removes either fails it;
 its last test shows the design can tell (patching either out breaks the bound)."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.gate import model, simulate
+from tools.gate import look, simulate
 from tools.gate.config import Thresholds
 from tools.gate.simulate import Noise, flag_rate, rates, suite
 
@@ -75,9 +75,9 @@ def test_without_the_spending_or_the_correction_the_bound_breaks(
     """The design above can tell: with either part patched out it sees the bound broken,
     so the first test fails if the real code loses it."""
     if removed == "spending over looks":
-        monkeypatch.setattr(model.stats, "spent", lambda total, look, looks, power=1.0: total)
+        monkeypatch.setattr(look.stats, "spent", lambda total, look, looks, power=1.0: total)
     else:
-        monkeypatch.setattr(model.stats, "adjust", lambda p, method: list(p))
+        monkeypatch.setattr(look.stats, "adjust", lambda p, method: list(p))
     rate = flag_rate(RUNS, *suite(4, 4, noise=STATS_ONLY), stats_only, seed=1)
     assert rate > stats_only.alpha, rate
 

@@ -10,7 +10,8 @@ import pytest
 from tests._gate import GEMM, NORM, block, case, noisy, one
 from tools.gate import report
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
-from tools.gate.model import Block, CaseData, Verdict, attribute, decide_look
+from tools.gate.look import decide_look
+from tools.gate.model import Block, CaseData, Verdict, attribute
 from tools.gate.sequential import exit_code, replay
 
 # --------------------------------------------------------------------------- decisions

@@ -31,7 +31,7 @@ import pytest
 from tests import site_fixture as fx
 from tools.gate.asvio import asv_threshold
 from tools.gate.config import Thresholds
-from tools.history.history_thresholds import History as Spreads
+from tools.history.spreads import History as Spreads
 from tools.site.steps import summary
 
 from .conftest import REPO

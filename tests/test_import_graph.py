@@ -146,6 +146,15 @@ def test_no_floor_imports_one_above_it() -> None:
     assert upward_imports(import_graph()) == []
 
 
+def test_every_package_of_tools_has_its_floor_and_says_its_purpose() -> None:
+    """A new package under tools/ would otherwise count as the shared floor."""
+    for init in sorted((REPO / "tools").glob("*/__init__.py")):
+        name = init.parent.name
+        assert name in TOOL_FLOORS, f"tools/{name}: no floor in TOOL_FLOORS"
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc.splitlines()) == 1, f"tools/{name}: no one-line purpose"
+
+
 def test_no_python_file_is_over_the_limit() -> None:
     long = [f"{path.relative_to(REPO)}: {n} lines" for folder in SIZE_CHECKED
             for path in python_files(REPO / folder)

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from tools.site import data, gatepages, headtohead, pages, steps_html, telemetry_pages
+from tools.site import (
+    data,
+    gatepages,
+    headtohead,
+    headtohead_page,
+    pages,
+    steps_html,
+    telemetry_pages,
+)
 
 from ._site import HOSTILE, _files, _record
 from .conftest import REPO
@@ -44,7 +52,7 @@ def test_head_to_head_figures_and_reasons() -> None:
     assert tr.status == "failed" and "asv keeps no error text" in tr.reason
     assert views[0].compute_roofs["fp16"].value == 1000.0
     assert "best GB/s any kernel" in views[0].bandwidth_roof.source
-    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
+    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
     assert 'data-v="0.0002"' in html and "200 µs" in html and "0.50×" in html
     cpu = headtohead.build({"cpu": {"gpu": "none"}}, [], {}, [])
     assert "has no GPU" in cpu[0].why_empty
@@ -66,7 +74,7 @@ def test_head_to_head_takes_an_unchanged_baseline_from_the_commit_that_timed_it(
     assert torch.status == "ok" and torch.time_s == 1.0e-4 and torch.timed_at == older
     assert torch.n_records == 1  # the records of the commit that timed it
     assert tl.vs_torch == pytest.approx(0.4) and "timed at aaaaaaaa" in tl.vs_torch_why
-    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
+    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
     assert "@aaaaaaaa" in html and "0.40×*" in html
     # timed at the latest commit: that point, no note
     files[1] = _files({"tilelang": 2.5e-4, "triton": 3.0e-4, "torch": 1.2e-4}, newer)
@@ -82,8 +90,8 @@ def test_everything_generated_is_escaped(tmp_path: Path) -> None:
     rf.results["bench_gemm.GemmTime.track_time"]["params"][0] = [repr(HOSTILE)]
     views = headtohead.build({HOSTILE: {"gpu": HOSTILE}}, [rf], {}, [])
     notes = data.Notes([(HOSTILE, HOSTILE)])
-    html = headtohead.render(views, notes, "https://h/commit/",
-                             {commit: {"subject": HOSTILE, "time": 0}})
+    html = headtohead_page.render(views, notes, "https://h/commit/",
+                                  {commit: {"subject": HOSTILE, "time": 0}})
     assert "<script>window" not in html and "<img src=x" not in html
     assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 4
     rep = {"schema": "kperf-gate-2", "status": HOSTILE, "exit_code": 1, "label": HOSTILE,

@@ -1,1 +1,1 @@
-"""Command-line tools of the harness (run as ``python -m tools.<name>``)."""
+"""kperf's tools by the product's parts (``python -m tools.<part>.<name>``) over a shared floor."""

@@ -1,9 +1,4 @@
-"""The PR regression gate: base against head on one GPU, one verdict per case.
-
-Layers: ``model`` and ``sequential`` decide (pure functions over blocks and telemetry),
-``config`` reads thresholds.json, ``measure`` runs the workers, ``asvio`` reads asv's files,
-``report`` writes gate.md and gate.json, ``cli`` is ``python -m tools.gate``.
-"""
+"""The PR regression gate: base against head on one GPU, one verdict per case."""
 
 from tools.gate.errors import (
     EXIT_BROKEN,

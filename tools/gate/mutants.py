@@ -1,7 +1,7 @@
-"""The mutants ``python -m tools.gate.mutation`` makes of the gate's decision code: each one edit
-(one snippet of one file, replaced) that a test must notice, and the tests that should.
+"""The mutants ``python -m tools.gate.mutation`` makes of the gate's decision code: each one
+edit (one snippet of one file, replaced) that a test must notice, and the tests that should.
 
-The decision code: the verdict model (tools/gate/model.py), its statistics
+The decision code: the verdict model (tools/gate/model.py, tools/gate/look.py), its statistics
 (harness/stats.py), the looks and the re-measure (tools/gate/sequential.py), the class
 choice at the power cap and the thresholds' checks (tools/gate/config.py, tools/config.py),
 the exit codes (tools/gate/errors.py, sequential.py, cli.py), and the digests that decide
@@ -41,6 +41,7 @@ def _m(name: str, path: str, original: str, mutated: str, tests: tuple[str, ...]
 
 
 MODEL = "tools/gate/model.py"
+LOOK = "tools/gate/look.py"
 STATS = "harness/stats.py"
 SEQ = "tools/gate/sequential.py"
 CONF = "tools/gate/config.py"
@@ -68,7 +69,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("first-try-of-a-round-again", MODEL, 'out.append((whole[-1]["base"], whole[-1]["head"]))',
        'out.append((whole[0]["base"], whole[0]["head"]))', GATE,
        "a disturbed round's first try used instead of its second"),
-    _m("min-rounds-ignored", MODEL, "    if len(pairs) < th.sequential.min_rounds:\n",
+    _m("min-rounds-ignored", LOOK, "    if len(pairs) < th.sequential.min_rounds:\n",
        "    if False:\n", GATE, "a verdict before min_rounds rounds"),
     # ---- clocks: whose is the gap
     _m("environment-bits-ignored", MODEL, "    if env_bits:\n", "    if False:\n", GATE,
@@ -79,16 +80,16 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("clock-following-the-round-is-the-codes", MODEL,
        "or same_sign < th.side_share:", "or same_sign < 0:", GATE,
        "a clock that follows the round, not the side, taken as the code's"),
-    _m("cycles-p-value-ignored", MODEL,
+    _m("cycles-p-value-ignored", LOOK,
        "return max(p, compare_groups(cycles, CHANGE_LEVEL, klass).p_value) if cycles else p",
        "return p", GATE, "a change claimed in time alone where the environment moved the clock"),
-    _m("time-alone-where-cycles-disagree", MODEL,
+    _m("time-alone-where-cycles-disagree", LOOK,
        'if time_label == cycle_label and time_label != "NOISY":',
        'if time_label != "NOISY":', GATE, "time and cycles disagreeing, time wins"),
     # ---- error control (issue 27: the simulation must guard the real code)
-    _m("no-alpha-spending", MODEL, "alpha_k = stats.spent(th.alpha, look, looks, power)",
+    _m("no-alpha-spending", LOOK, "alpha_k = stats.spent(th.alpha, look, looks, power)",
        "alpha_k = th.alpha", (LOOKS,), "every look spends the whole alpha"),
-    _m("no-correction-over-cases", MODEL,
+    _m("no-correction-over-cases", LOOK,
        "q_values = stats.adjust([t.p_case for t in tested], th.correction)",
        "q_values = [t.p_case for t in tested]", (LOOKS,), "no Benjamini-Hochberg over cases"),
     _m("bh-not-scaled", STATS, "scaled = p[order] * m / np.arange(1, m + 1)",
@@ -106,27 +107,27 @@ MUTANTS: tuple[Mutant, ...] = (
        "if 1.0 / (1.0 + band) <= same.ci_low and same.ci_high <= 1.0 + band:",
        "if 1.0 / (1.0 + band) <= same.ci_low or same.ci_high <= 1.0 + band:", GATE,
        "SAME with an interval reaching past the band"),
-    _m("same-at-beta-not-two-sided", MODEL,
+    _m("same-at-beta-not-two-sided", LOOK,
        "change, same = t.compare(t.time, CHANGE_LEVEL), t.compare(t.time, 1.0 - 2.0 * beta_k)",
        "change, same = t.compare(t.time, CHANGE_LEVEL), t.compare(t.time, 0.5)", GATE,
        "SAME's interval far narrower than its error rate allows"),
-    _m("pair-offsets-ignored", MODEL,
+    _m("pair-offsets-ignored", LOOK,
        "return stats.random_effects(d, level, klass.sd_floor, klass.pair_offset_sd)",
        "return stats.random_effects(d, level, klass.sd_floor, 0.0)", GATE,
        "one pair of workers claiming more precision than pairs have"),
-    _m("static-figure-direction", MODEL,
+    _m("static-figure-direction", LOOK,
        'raw = "SAME" if h == b else ("SLOW" if h > b else "FAST")',
        'raw = "SAME" if h == b else ("FAST" if h > b else "SLOW")', GATE,
        "a static figure's growth called FAST"),
-    _m("higher-is-better-ignored", MODEL, "    if not higher_is_better:\n        return label",
+    _m("higher-is-better-ignored", LOOK, "    if not higher_is_better:\n        return label",
        "    if True:\n        return label", GATE, "occupancy's drop called FAST"),
     # ---- failures and skips
-    _m("failure-at-base-is-broken", MODEL, 'v.broke = why.startswith("failed at head")',
+    _m("failure-at-base-is-broken", LOOK, 'v.broke = why.startswith("failed at head")',
        'v.broke = why.startswith("failed at")', (EXITS,),
        "the PR blamed (exit 2) for a case that fails at base"),
-    _m("failure-at-head-not-broken", MODEL, 'v.broke = why.startswith("failed at head")',
+    _m("failure-at-head-not-broken", LOOK, 'v.broke = why.startswith("failed at head")',
        "v.broke = False", GATE, "a kernel that breaks at head not reported broken"),
-    _m("skipped-both-sides-reported", MODEL, 'v.reason, v.skipped = "skipped on both sides", True',
+    _m("skipped-both-sides-reported", LOOK, 'v.reason, v.skipped = "skipped on both sides", True',
        'v.reason, v.skipped = "skipped on both sides", False', (EXITS,),
        "a case neither commit has judged (INCONCLUSIVE, exit 3)"),
     # ---- the re-measure by fresh workers

@@ -1,7 +1,7 @@
 """Looks, stopping and confirmation: how the gate turns rounds into final verdicts.
 
 After every round from ``min_rounds`` on, every case still open is looked at
-(``model.decide_look``) with that look's share of alpha and beta (``stats.spent``, the
+(``look.decide_look``) with that look's share of alpha and beta (``stats.spent``, the
 power family) over at most ``max_rounds - min_rounds + 1`` looks, so the chance of a
 false SLOW or FAST in a whole run stays below alpha however many looks it takes
 (docs/gate.md, "Error control").
@@ -18,16 +18,15 @@ from collections.abc import Sequence
 
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
-from tools.gate.model import (
+from tools.gate.look import (
     CHANGE_LEVEL,
-    CaseData,
-    Verdict,
     claim_p,
     compare_groups,
     decide_look,
     flip,
     log_ratio_groups,
 )
+from tools.gate.model import CaseData, Verdict
 
 
 def key(data: CaseData | Verdict) -> tuple[str, str]:
@@ -75,7 +74,7 @@ def awaiting_confirmation(verdicts: Sequence[Verdict]) -> set[tuple[str, str]]:
 def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
     """A SLOW or FAST stands only if one more, fresh pair of worker processes reproduces
     it: its rounds alone move past the class threshold the same way, and every pair's
-    rounds together (pairs as a level, ``model.compare_groups``) still give the verdict
+    rounds together (pairs as a level, ``look.compare_groups``) still give the verdict
     at the look that flagged it."""
     flagged = v.candidate = v.verdict
     pairs = data.pairs(confirm=True)

@@ -2,7 +2,7 @@
 
     python -m tools.gate.simulate --gates 400          # the table in docs/gate-evidence.md
 
-Each simulated gate runs the real decision code (``model.decide_look`` at every look,
+Each simulated gate runs the real decision code (``look.decide_look`` at every look,
 ``sequential.replay`` at the end, confirmation by "fresh workers") on block medians
 drawn from a noise model with the parts measured on an H200 on 2026-12-01
 (docs/journal/2026-12-01.md):
@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from tools.gate.config import Thresholds
-from tools.gate.model import Block, CaseData, Verdict, decide_look
+from tools.gate.look import decide_look
+from tools.gate.model import Block, CaseData, Verdict
 from tools.gate.sequential import finalise, replay
 
 REPO = Path(__file__).resolve().parent.parent.parent

@@ -73,7 +73,7 @@ def class_table(by_case: dict[str, float], repo: Path = REPO) -> str:
     many the history's thresholds would flag."""
     from tools.gate.asvio import asv_threshold, load_project_conf
     from tools.gate.config import Thresholds
-    from tools.history.history_thresholds import series_class
+    from tools.history.series import series_class
 
     gate = Thresholds.load(repo / "thresholds.json")
     table = load_project_conf(repo / "asv.conf.json").get("regressions_thresholds") or {}

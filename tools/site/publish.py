@@ -41,6 +41,7 @@ from tools.site import (
     data,
     gatepages,
     headtohead,
+    headtohead_page,
     repo_data,
     status,
     steps,
@@ -245,8 +246,8 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
     subjects = repo_data.commit_subjects(git_repo, shas)
     all_notes = data.Notes(record_notes.items + result_notes.items)
     (kperf / "head-to-head.html").write_text(
-        headtohead.render(views, all_notes, commit_url, subjects, found,
-                          conf.get("regressions_thresholds")))
+        headtohead_page.render(views, all_notes, commit_url, subjects, found,
+                               conf.get("regressions_thresholds")))
     codegen_notes = codegen_page.write(kperf, codegen.roots_beside(record_roots), revisions,
                                        commit_url, git_repo)
 

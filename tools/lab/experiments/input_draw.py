@@ -1,7 +1,7 @@
 """How long does drawing a case's inputs take, on the host (then copied) and on the GPU?
 Each op's largest case, first dtype, seed 0, median of three:
 
-    python -m tools.experiments.input_draw
+    python -m tools.lab.experiments.input_draw
 """
 
 from __future__ import annotations

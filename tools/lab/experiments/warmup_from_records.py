@@ -1,7 +1,7 @@
 """How long must a power-capped case warm up? Read from the records of a run (each keeps
 its warm-up trace since 2026-12-02):
 
-    python -m tools.experiments.warmup_from_records .asv/records [cap_settle_s ...]
+    python -m tools.lab.experiments.warmup_from_records .asv/records [cap_settle_s ...]
 
 A warm-up trace and the timed trials that follow it are one run of equal trials, so the
 trace answers what an earlier stop would have measured: for each ``cap_settle_s`` given

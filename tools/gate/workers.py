@@ -1,0 +1,153 @@
+"""The gate's measurement workers: a pair per lane (base and head) and generation, the
+next pair started ahead while this one measures, every one stopped when the run ends.
+
+Both sides (built by tools/gate/plan.py) live in two workers at once, measured next to
+each other in every round by the working tree's ``harness`` and ``benchmarks``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from harness.worker import (
+    RemoteError,
+    RemoteSkip,
+    WorkerClient,
+    WorkerError,
+    WorkerSpec,
+    device_key,
+)
+from tools.gate.jobs import join
+from tools.gate.model import SIDES
+from tools.gate.plan import GatePlan, Lane, stack_path
+
+PREPARE_TIMEOUT_S = 900.0
+# A worker started ahead of its turn waits a round (~1-2 min) before its first measurement;
+# the gate stops its workers itself, so they must not time out waiting.
+GATE_IDLE_S = 900.0
+
+
+def gate_worker(slot: str, sys_path: Sequence[str], label: str, env: dict[str, str],
+                preload: Path) -> WorkerClient:
+    """A worker for one side on one GPU: that side's ``kernels`` first on its path, the
+    repository's suite (``benchmarks._case.handle``) as the instrument."""
+    return WorkerClient(WorkerSpec(handler="benchmarks._case:handle", sys_path=tuple(sys_path),
+                                   device=device_key(env), preload=str(preload), slot=slot,
+                                   label=label), idle_s=GATE_IDLE_S, env=env)
+
+
+class Pairs:
+    """The workers of the current pair (its ``generation``) and of the pair started ahead."""
+
+    def __init__(self, plan: GatePlan, sites: dict[str, Path],
+                 make_client: Callable[..., WorkerClient], generation: int):
+        self.plan, self.sites, self.make_client = plan, sites, make_client
+        self.generation = generation
+        # rounds the current pair of workers measured; None: no pair in this process yet
+        self.rounds: int | None = None
+        # the next pair, started while this one measures: (its generation, its imports)
+        self.ahead: tuple[int, Future[float]] | None = None
+        self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kperf-ahead")
+        self.waited_s = 0.0  # blocks waiting for the next pair's imports, this round
+
+    def client(self, lane: Lane, side: str, static: bool = False,
+               generation: int | None = None) -> WorkerClient:
+        generation = self.generation if generation is None else generation
+        slot = f"gate-{lane.label}-{side}" + ("-static" if static else f"-g{generation}")
+        env = dict(os.environ, **lane.env)
+        cache = self.plan.repo / ".cache"  # shared with asv's runs (tools/history/asvrun.py)
+        env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
+        env.setdefault("TILELANG_CACHE_DIR", str(cache / "tilelang"))
+        env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+        if static:
+            env["KPERF_DEVICE"] = "static"
+        return self.make_client(slot=slot, sys_path=[str(self.sites[side]),
+                                                      *stack_path(self.plan.repo)],
+                                label=f"{side} {getattr(self.plan, side)[:8]}", env=env,
+                                preload=self.plan.repo / "benchmarks" / "__init__.py")
+
+    def retire(self, spare_too: bool = True) -> None:
+        """Stop this generation's workers (the GPU's memory back; fresh ones next), and
+        the next generation's if they were started ahead and are not to be used. At the
+        end of the run (``spare_too``) the static figures' workers too, which would
+        otherwise wait out their idle time (``GATE_IDLE_S``)."""
+        generations = [self.generation]
+        spare, self.ahead = (self.ahead, None) if spare_too else (None, self.ahead)
+        if spare is not None:
+            generations.append(spare[0])
+            spare[1].cancel()
+        for generation in generations:
+            for lane in self.plan.lanes:
+                for side in SIDES:
+                    self.client(lane, side, generation=generation).shutdown()
+        if spare_too:
+            for lane in self.plan.lanes:
+                for side in SIDES:
+                    self.client(lane, side, static=True).shutdown()
+        if spare is not None:  # its request ends once its workers are gone
+            with contextlib.suppress(Exception):
+                spare[1].result()
+
+    def due(self, rounds_per_generation: int) -> bool:
+        """Whether a fresh pair takes over before the next round: this pair measured its
+        rounds, or this process has none yet (a resumed run: the old pair's processes are
+        gone, and a new pair is a new generation, with an offset of its own)."""
+        return self.rounds is None or self.rounds >= rounds_per_generation
+
+    def start_ahead(self, specs: dict[str, list[dict[str, Any]]]) -> None:
+        """Start the next pair of workers now, in the background, and have them import
+        what their cases need (torch, the compilers, the ops; ``specs`` per lane) without
+        touching the GPU: the new pair then costs only its GPU context and its cases'
+        preparation when its turn comes (docs/gate.md, "A fresh pair of workers every
+        round")."""
+        generation = self.generation + 1
+
+        def job() -> float:  # one worker at a time: one process's host load, as measured
+            start = time.monotonic()
+            for lane in self.plan.lanes:
+                for side in SIDES:
+                    self.client(lane, side, generation=generation).request(
+                        {"op": "warm", "specs": specs.get(lane.label, [])}, PREPARE_TIMEOUT_S)
+            return time.monotonic() - start
+
+        self.ahead = (generation, self.background.submit(job))
+
+    def wait_for_ahead(self) -> None:
+        """Let the next pair finish its imports before a block that the host's load can
+        move. A pair importing ahead made a 70 us RMSNorm's block 7.7% slow on an H200
+        (docs/journal/2026-12-01.md, 2026-12-01), most likely because its launches fell behind the
+        GPU. Kernels at the power cap run 0.6-2 ms a call and keep the queue full; only their
+        blocks overlap the imports (the most power-hungry cases go first in a round)."""
+        if self.ahead is not None and not self.ahead[1].done():
+            start = time.monotonic()
+            with contextlib.suppress(RemoteError, RemoteSkip, WorkerError):
+                join([self.ahead[1]])
+            self.waited_s += time.monotonic() - start
+
+    def replace(self, generation: int) -> str:
+        """Retire the pair that measured so far; ``generation`` takes over (the pair
+        started ahead, if it is that one). Says how the new pair was started."""
+        how = self._take_ahead(generation)
+        self.retire(spare_too=False)
+        self.generation, self.rounds = generation, 0
+        return how
+
+    def _take_ahead(self, generation: int) -> str:
+        """Wait for the pair started ahead (if it is this generation); says how it went."""
+        if self.ahead is None or self.ahead[0] != generation:
+            return "started now"
+        self.wait_for_ahead()  # a round shorter than the imports
+        _, future = self.ahead
+        self.ahead, waited, self.waited_s = None, self.waited_s, 0.0
+        try:
+            seconds = future.result()
+        except (RemoteError, RemoteSkip, WorkerError) as err:
+            return f"start ahead failed, started now ({str(err).splitlines()[0][:200]})"
+        return (f"started ahead ({seconds:.1f} s of imports, {seconds - min(waited, seconds):.1f}"
+                f" s of it under blocks at the power cap)")

@@ -1,0 +1,74 @@
+"""history-thresholds.json: each class's run-to-run spread (time and energy per call), where
+it was measured or whose figure it borrows, and the history threshold it gives."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.config import ConfigError, load_json
+from tools.gate.config import KernelClass
+
+REPO = Path(__file__).resolve().parents[2]
+HISTORY_FILE = REPO / "history-thresholds.json"
+MEASURES = ("time", "energy")
+
+
+@dataclass(frozen=True)
+class Spread:
+    value: float | None  # median |ratio - 1| between two runs of one commit; None: unmeasured
+    source: str  # where it was measured, or whose figure it borrows and why
+
+
+@dataclass(frozen=True)
+class History:
+    path: Path
+    factor: float
+    step: float
+    spreads: dict[tuple[str, str], Spread]  # (class, measure) -> its spread
+
+    @classmethod
+    def load(cls, path: Path = HISTORY_FILE) -> History:
+        raw = load_json(path, "history-thresholds")
+        return cls(path, float(raw["factor"]), float(raw["step"]),
+                   _resolve(path, raw["classes"]))
+
+    def threshold(self, klass: KernelClass, measure: str) -> float:
+        """``factor`` x spread, rounded up to ``step``, never below the class's min_ratio;
+        exact classes 0, classes without a spread their min_ratio."""
+        if klass.exact:
+            return 0.0
+        spread = self.spreads.get((klass.name, measure))
+        if spread is None or spread.value is None:
+            return klass.min_ratio
+        steps = math.ceil(round(self.factor * spread.value / self.step, 9))
+        return max(klass.min_ratio, round(steps * self.step, 9))
+
+
+def _resolve(path: Path, classes: dict[str, Any]) -> dict[tuple[str, str], Spread]:
+    """Every (class, measure) with its own figure, following ``same_as`` references."""
+    out: dict[tuple[str, str], Spread] = {}
+    for name in classes:
+        for measure in MEASURES:
+            out[(name, measure)] = _follow(path, classes, name, measure, [])
+    return out
+
+
+def _follow(path: Path, classes: dict[str, Any], name: str, measure: str,
+            seen: list[str]) -> Spread:
+    key = f"{name}.{measure}"
+    pointer = f"/classes/{name}/{measure}/same_as"
+    if key in seen:
+        raise ConfigError(path, f"same_as goes round in a circle: {' -> '.join([*seen, key])}",
+                          pointer)
+    entry = classes[name][measure]
+    if "same_as" not in entry:
+        return Spread(entry["spread"], entry["source"])
+    other, other_measure = entry["same_as"].split(".")
+    if other not in classes:
+        raise ConfigError(path, f"same_as {entry['same_as']!r} names no class of this file "
+                                f"({', '.join(sorted(classes))})", pointer)
+    found = _follow(path, classes, other, other_measure, [*seen, key])
+    return Spread(found.value, f"as {entry['same_as']} ({entry['why']})")
