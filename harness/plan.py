@@ -71,8 +71,15 @@ class Plan:
     # times their device time per call (0 turns it off).
     energy_s: float = 0.4
     # ... this many bursts back to back; the figure is the median of their energies per
-    # call and the record keeps each, so their spread shows (all H200 figures so far: 1)
-    energy_bursts: int = 1
+    # call and the record keeps each, so their spread shows. A burst without flushes
+    # draws more than the trials: near the power limit the first one overshoots it and
+    # the power controller pulls the next ones down (e.g. 746, 688, 664 W), so one burst
+    # reads wherever that response happens to be. The middle of three sits at the same
+    # place of it run after run: the A/A spread of energy per call fell from 2.24% to
+    # 0.62% (bandwidth, median), 5.20% to 2.78% (compute), 5.57% to 2.74% (decode);
+    # H200s, 2026-12-03, docs/journal/2026-12-03.md "Evening of 2026-12-03". Cost: 0.8 s
+    # a timed case more than one burst.
+    energy_bursts: int = 3
     # Adaptive trials (0 turns them off: every measurement takes ``trials``). After each
     # trial from ``min_trials`` on, sampling stops once the 95% interval of the trials'
     # median is within ``stop_rel_ci`` of it (harness/trials.py); ``trials`` is

@@ -197,3 +197,24 @@ def test_rounds_md_shows_each_round_the_verdict_used(th) -> None:
     data.blocks[2].reps_queued = data.blocks[3].reps_queued = [0.5, 0.6, 200.0]
     row = report.rounds_markdown([data], verdicts, share).splitlines()[-1]
     assert "+0.20 (again) (host behind), -0.10," in row
+
+
+def test_rounds_md_shows_a_decode_case_by_its_placed_copies(th) -> None:
+    """The decode class judges a block by the mean of its placed copies' medians; rounds.md
+    shows that figure. Round 1 of an H200 injected run (2026-12-03): the head's trials'
+    median sat at its fast copies' 87.7 us, the base's at 99 us, while the copies' means
+    differ by 3.44% (docs/journal/2026-12-03.md, 'Night of 2026-12-03')."""
+    name = "bench_gemm.GemmTime.track_time('llama3-8b.gate_up_proj.decode16', 'fp16', 'tilelang')"
+    copies = {"base": [87.04, 101.02, 101.09, 87.71], "head": [87.84, 100.74, 87.62, 87.71]}
+    trials = {"base": 99.0, "head": 87.7}
+    data = case(name, [trials["base"]] * 3, [trials["head"]] * 3)
+    for b in data.blocks:
+        b.input_set_medians_s = [c * 1e-6 for c in copies[b.side]]
+        b.samples = [s * 1e-6 for s in b.samples]
+    verdicts = replay([data], th)
+    assert verdicts[0].klass == "decode"
+    row = report.rounds_markdown([data], verdicts, th.sequential.host_behind_share,
+                                 frozenset({"decode"})).splitlines()[-1]
+    assert "-3.44, -3.44, -3.44" in row, row
+    row = report.rounds_markdown([data], verdicts, th.sequential.host_behind_share).splitlines()[-1]
+    assert "-11.41" in row, row  # the trials' medians, as rounds.md showed them before

@@ -80,6 +80,79 @@ def test_threshold_is_factor_times_spread_rounded_up_never_below_min_ratio(
     assert history.threshold(KernelClass("compile", min_ratio=0.25), "") == 0.25
 
 
+def test_a_heavy_tail_raises_the_threshold_to_tail_factor_times_the_largest(
+        tmp_path: Path) -> None:
+    classes = {"a": {"time": {"spread": 0.0031, "source": "x"},
+                     "energy": {"spread": 0.0062, "largest": 0.0816, "source": "y"}},
+               "b": {"time": {"spread": 0.0099, "largest": 0.001, "source": "z"},
+                     "energy": {"same_as": "a.energy", "why": "like a"}}}
+    history = ht.History.load(_history(tmp_path, factor=4, tail_factor=1.25, step=0.005,
+                                       classes=classes))
+    a, b = KernelClass("a", min_ratio=0.005), KernelClass("b", min_ratio=0.005)
+    assert history.threshold(a, "energy") == 0.105  # 1.25 x 8.16% = 10.2%, not 4 x 0.62%
+    assert history.threshold(b, "energy") == 0.105  # same_as carries the largest along
+    assert history.threshold(a, "time") == 0.015  # no largest: 4 x 0.31% = 1.24%, up to 1.5%
+    assert history.threshold(b, "time") == 0.04  # a small largest leaves factor x spread
+    untailed = ht.History.load(_history(tmp_path, factor=4, tail_factor=0, step=0.005,
+                                        classes=classes))
+    assert untailed.threshold(a, "energy") == 0.025
+
+
+H200_HISTORY = REPO / "tests" / "data" / "h200-history-2026-12-03.json"
+
+
+def _flagged(pairs: list[dict], table: dict) -> list[bool]:
+    """Per pair: whether asv's publish would flag its series' rise from the first run to the
+    second under ``table`` (one step of a two-commit history: its level rises by more than
+    the threshold)."""
+    return [p["second"] / p["first"] - 1.0 > asvio.asv_threshold(table, p["series"])
+            for p in pairs]
+
+
+def test_the_h200_history_flags_the_changed_kernels_and_no_unchanged_one() -> None:
+    """Two pairs of H200 runs (tests/data/h200-history-2026-12-03.json): a history whose
+    second commit made the Triton GEMM and RMSNorm slower, and an A/A. Under asv.conf.json
+    no unchanged series is flagged, time or energy, and the changed kernels' clear steps
+    are. The energy thresholds were chosen on these runs: this guards them against a
+    change of rule or file, while a fresh history is the check out of sample."""
+    data = json.loads(H200_HISTORY.read_text())
+    table = asvio.load_project_conf(REPO / "asv.conf.json")["regressions_thresholds"]
+    pairs = data["history"] + data["aa"]
+    flagged = dict(zip(map(id, pairs), _flagged(pairs, table), strict=True))
+    assert [p["series"] for p in pairs if not p["code_changed"] and flagged[id(p)]] == []
+    clear = [p for p in data["history"] if p["code_changed"] and p["second"] / p["first"] > 1.08]
+    assert len(clear) == 9  # RMSNorm Triton time and energy x 4, the GEMM's fp16 energy
+    assert all(flagged[id(p)] for p in clear)
+    gemm_time = [p for p in data["history"] if p["code_changed"]
+                 and p["series"].startswith("bench_gemm.GemmTime.track_time('square-8192'")]
+    assert len(gemm_time) == 2 and all(flagged[id(p)] for p in gemm_time)  # +4.3%
+    # the rule matters: 4 x the energy spread alone (3%) would flag unchanged energy
+    loose = {k: (0.03 if "Energy" in k else v) for k, v in table.items()}
+    assert any(f and not p["code_changed"] for p, f in zip(pairs, _flagged(pairs, loose),
+                                                          strict=True))
+
+
+def test_a_fresh_h200_history_flags_its_changed_kernels_and_no_unchanged_one() -> None:
+    """Out of sample: a third pair (the data's ``out_of_sample``), measured after the
+    energy thresholds were chosen, whose second commit removed the TileLang GEMM's
+    rasterization swizzle and halved the Triton LayerNorm's warps. Under asv.conf.json
+    exactly the changed kernels' time steps are flagged; the TileLang GEMM's fp16 energy
+    step (+9.7%) is below the compute class's energy threshold, its time step flagged."""
+    data = json.loads(H200_HISTORY.read_text())
+    table = asvio.load_project_conf(REPO / "asv.conf.json")["regressions_thresholds"]
+    pairs = data["out_of_sample"]
+    flagged = [p["series"] for p, f in zip(pairs, _flagged(pairs, table), strict=True) if f]
+    assert sorted(flagged) == sorted([
+        "bench_gemm.GemmTime.track_time('square-8192', 'fp16', 'tilelang')",
+        "bench_gemm.GemmTime.track_time('square-8192', 'bf16', 'tilelang')",
+        "bench_gemm.GemmTime.track_time('llama3-8b.down_proj', 'fp16', 'tilelang')",
+        "bench_layernorm.LayernormTime.track_time('falcon-40b.hidden', 'bf16', 'triton')",
+    ])
+    energy = {p["series"]: p["second"] / p["first"] for p in pairs}
+    missed = "bench_gemm.GemmEnergy.track_energy('square-8192', 'fp16', 'tilelang')"
+    assert 1.09 < energy[missed] < 1 + asvio.asv_threshold(table, missed)
+
+
 @pytest.mark.parametrize(("change", "field", "message"), [
     ({"factor": 0}, "/factor", "less than the minimum of 1"),
     ({"classes": {"a": {"time": {"same_as": "a.energy", "why": "w"},

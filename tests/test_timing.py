@@ -403,7 +403,7 @@ def test_energy_bursts_each_keep_their_energy_counter_updates_and_the_boards_sta
 
 def test_a_burst_the_counter_does_not_move_in_twice_takes_the_power_readings():
     plan = Plan(trials=2, min_trial_s=0.02, warmup_min_s=0.0, warmup_max_s=1.0,
-                energy_s=0.05)
+                energy_s=0.05, energy_bursts=1)
     m = _measure_energy(10.0, plan)
     (b,) = m.energy_burst["per_burst"]
     assert b["power_from"] == "power readings" and b["counter_updates"] <= 1

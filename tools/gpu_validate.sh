@@ -35,6 +35,12 @@
 #                              @triton.jit body, which Triton's cache key hashes), then asv on
 #                              <regex>; prints each case's "kperf: ... compiled / from the
 #                              compile cache" line: only <op>'s Triton cases should compile
+#   history:<patch>:<regex>    a two-commit history as a user's nightly run makes it: asv on
+#                              <regex> at the tree as sent, then <patch> (git apply; e.g.
+#                              tools/lab/edits/two-kernels-slower.patch) committed and asv again,
+#                              publishing the site: history.tgz has both commits' results and
+#                              records, html/ and a git bundle of the commits (asv publish
+#                              needs them); HISTORY_FIRST_S bounds the first asv (default STEP_TIMEOUT)
 #   blocks:<file>              tools.lab.blocks experiments (noise structure, an energy edit)
 #   probe                      how often NVML's energy counter moves under load
 #   ctxprobe                   does a process that only imports torch, triton and tilelang (a
@@ -119,6 +125,20 @@ EDIT
       commit -am "edit: a new source for $op's Triton kernel (a comment in its body)"
       run_asv "$regex"; grep -E "kperf: |asv wall" "$out/asv.log" | sed 's/^[0-9:]* //' | sort -u \
         | tail -60; pack_asv ;;
+    history:*)
+      IFS=: read -r _ patch regex <<<"$step"
+      run_asv "$regex" "${HISTORY_FIRST_S:-$limit}"; grep -E "asv wall|failed" "$out/asv.log" | tail -5
+      mv "$out/asv.log" "$out/asv-first.log"
+      git apply "$patch" && commit -am "edit: $patch" || { echo "history: $patch did not apply"; continue; }
+      { /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.history.bench \
+        -b "$regex" 2>&1; } > "$out/asv-second.log"
+      grep -E "asv wall|failed|regress" "$out/asv-second.log" | tail -8
+      mkdir -p "$out/worker-logs" && worker_logs "$out/worker-logs"
+      git bundle create -q "$out/repo.bundle" HEAD
+      tar -czf "$out/history.tgz" .asv/results .asv/records html -C "$out" asv-first.log \
+        asv-second.log worker-logs repo.bundle \
+        && rm -r "$out/asv-first.log" "$out/asv-second.log" "$out/worker-logs" "$out/repo.bundle"
+      ls -la "$out/history.tgz" ;;
     blocks:*)
       timeout "$limit" python3 -m tools.lab.blocks --file "${step#blocks:}" --out "$out/blocks"
       tar -czf "$out/blocks.tgz" -C "$out" blocks && rm -r "$out/blocks" ;;

@@ -180,8 +180,9 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
         walls = {}
     verdicts = replay(cases, th) + unmeasured
     if out_dir is not None:
+        placed = frozenset(n for n, k in th.classes.items() if k.level_by_placement)
         report.write_text(out_dir / "rounds.md", report.rounds_markdown(
-            cases, verdicts, th.sequential.host_behind_share))
+            cases, verdicts, th.sequential.host_behind_share, placed))
     stopped = state.get("stopped", "the run ended")
     for v in verdicts:
         if not v.decided and walls.get(v.case, 0) >= th.case_wall_s:

@@ -4,8 +4,9 @@ edit (one snippet of one file, replaced) that a test must notice, and the tests 
 The decision code: the verdict model (tools/gate/model.py, tools/gate/look.py), its statistics
 (harness/stats.py), the looks and the re-measure (tools/gate/sequential.py), the class
 choice at the power cap and the thresholds' checks (tools/gate/config.py, tools/config.py),
-the exit codes (tools/gate/errors.py, sequential.py, cli.py), and the digests that decide
-what is measured at all (tools/gate/plan.py, benchmarks/_suites.py). docs/reliability.md
+the exit codes (tools/gate/errors.py, sequential.py, cli.py), the digests that decide
+what is measured at all (tools/gate/plan.py, benchmarks/_suites.py), and the history's
+threshold rule (tools/history/spreads.py). docs/reliability.md
 has the last run's table.
 """
 
@@ -31,6 +32,7 @@ EXITS = "tests/test_gate_exits.py"
 LOOKS = "tests/test_gate_simulation.py::test_the_looks_hold_alpha_through_the_real_spending_" \
         "and_correction"
 DRIFT = "tests/test_compat_drift.py"
+HISTORY = "tests/test_history_thresholds.py"
 BASELINE = "tests/test_time_suite.py::test_the_baseline_key_follows_its_code_not_the_kernels_" \
            "under_test"
 
@@ -195,4 +197,12 @@ MUTANTS: tuple[Mutant, ...] = (
        "        digest.update(Path(__file__).with_name(name).read_bytes())\n",
        "", (DRIFT,),
        "compile times not timed again after the timing code changed"),
+    # ---- the history's thresholds (what asv publish flags)
+    _m("history-tail-ignored", "tools/history/spreads.py",
+       "self.tail_factor * (spread.largest or 0.0)", "0.0", (HISTORY,),
+       "energy per call flagged beyond its median spread, inside its A/As' tails"),
+    _m("history-threshold-not-rounded-up", "tools/history/spreads.py",
+       "steps = math.ceil(round(bound / self.step, 9))",
+       "steps = math.floor(round(bound / self.step, 9))", (HISTORY,),
+       "a threshold rounded below its spread's bound"),
 )

@@ -180,9 +180,11 @@ def write_failure(out_dir: Path, message: str, code: int, label: str) -> None:
 
 
 def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
-                    behind_share: float) -> str:
+                    behind_share: float, placed: frozenset[str] = frozenset()) -> str:
     """rounds.md: each timed case's rounds, head over base, in measuring order; what a
-    reader checks a verdict by (an INCONCLUSIVE says which rounds disagreed)."""
+    reader checks a verdict by (an INCONCLUSIVE says which rounds disagreed). A case of a
+    class in ``placed`` (``level_by_placement``) shows its blocks' figures as the verdict
+    took them: the mean of the placed copies' medians, not the trials' median."""
     lines = ["# Rounds of each timed case", "",
              "head / base - 1 per round, in %; *again*: the round was measured a second time "
              "(a block of its first try was disturbed, docs/gate.md); *re*: measured by a "
@@ -202,7 +204,8 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
             note += " (re)" if head.confirm else ""
             note += (" (host behind)" if any(host_behind(b) >= behind_share > 0
                                              for b in (base, head)) else "")
-            cells.append(f"{100 * (head.level() / base.level() - 1):+.2f}{note}")
+            by_copy = v.klass in placed
+            cells.append(f"{100 * (head.level(by_copy) / base.level(by_copy) - 1):+.2f}{note}")
         if len(main) > v.rounds:
             cells.append(f"{len(main) - v.rounds} more after the verdict, not used")
         spread = statistics.median(b.spread() for pair in used for b in pair)

@@ -20,6 +20,8 @@ MEASURES = ("time", "energy")
 class Spread:
     value: float | None  # median |ratio - 1| between two runs of one commit; None: unmeasured
     source: str  # where it was measured, or whose figure it borrows and why
+    # the largest |ratio - 1| of an unchanged case in those runs, where its tail decides
+    largest: float | None = None
 
 
 @dataclass(frozen=True)
@@ -28,22 +30,25 @@ class History:
     factor: float
     step: float
     spreads: dict[tuple[str, str], Spread]  # (class, measure) -> its spread
+    tail_factor: float = 0.0  # the threshold is at least this times a spread's ``largest``
 
     @classmethod
     def load(cls, path: Path = HISTORY_FILE) -> History:
         raw = load_json(path, "history-thresholds")
         return cls(path, float(raw["factor"]), float(raw["step"]),
-                   _resolve(path, raw["classes"]))
+                   _resolve(path, raw["classes"]), float(raw.get("tail_factor", 0.0)))
 
     def threshold(self, klass: KernelClass, measure: str) -> float:
-        """``factor`` x spread, rounded up to ``step``, never below the class's min_ratio;
-        exact classes 0, classes without a spread their min_ratio."""
+        """``factor`` x spread, or ``tail_factor`` x its largest where that is given and
+        more, rounded up to ``step``, never below the class's min_ratio; exact classes 0,
+        classes without a spread their min_ratio."""
         if klass.exact:
             return 0.0
         spread = self.spreads.get((klass.name, measure))
         if spread is None or spread.value is None:
             return klass.min_ratio
-        steps = math.ceil(round(self.factor * spread.value / self.step, 9))
+        bound = max(self.factor * spread.value, self.tail_factor * (spread.largest or 0.0))
+        steps = math.ceil(round(bound / self.step, 9))
         return max(klass.min_ratio, round(steps * self.step, 9))
 
 
@@ -65,10 +70,10 @@ def _follow(path: Path, classes: dict[str, Any], name: str, measure: str,
                           pointer)
     entry = classes[name][measure]
     if "same_as" not in entry:
-        return Spread(entry["spread"], entry["source"])
+        return Spread(entry["spread"], entry["source"], entry.get("largest"))
     other, other_measure = entry["same_as"].split(".")
     if other not in classes:
         raise ConfigError(path, f"same_as {entry['same_as']!r} names no class of this file "
                                 f"({', '.join(sorted(classes))})", pointer)
     found = _follow(path, classes, other, other_measure, [*seen, key])
-    return Spread(found.value, f"as {entry['same_as']} ({entry['why']})")
+    return Spread(found.value, f"as {entry['same_as']} ({entry['why']})", found.largest)
