@@ -45,6 +45,7 @@ from ._static import static_figures
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
 # Pads in front of placed copies (plan key placements): up to this many 2 MiB pages.
 PAD_PAGES = 64
+PAGE_BYTES = 2**21
 # A cold TileLang compile of the largest kernel took ~20 s on the CPU machine
 # (docs/journal/2026-12-01.md).
 PREPARE_TIMEOUT_S = 600.0
@@ -56,6 +57,11 @@ COMPILE_AHEAD_BACKENDS = ("tilelang",)
 # compiler (~1.5 GB of host memory), and the host keeps cores for the worker and asv.
 COMPILE_AHEAD_PROCESSES = min(8, max(1, (os.cpu_count() or 1) - 2))
 MEASURE_TIMEOUT_S = 300.0  # warm-up is capped at 5 s (timing.Plan); the trials take ~1 s
+
+
+def _span(tensor: Any) -> int:
+    """Bytes a contiguous tensor takes in an arena slot: its own, rounded up to 4 KiB."""
+    return -(-tensor.numel() * tensor.element_size() // 4096) * 4096
 
 
 def case_key(spec: dict[str, Any]) -> str:
@@ -90,6 +96,7 @@ class CaseRunner:
         self._source: Source | None = None
         self._target: Any = None
         self._placed: list[Any] = []  # placed copies and pads of the measurement under way
+        self._arena: Any = None  # device memory placed copies are drawn from (placed_in_arena)
 
     @property
     def on_host(self) -> bool:
@@ -166,8 +173,12 @@ class CaseRunner:
         placements = plan.pop("placements", 0)
         if not isinstance(placements, int) or placements < 0:
             raise ValueError(f"plan 'placements' must be an integer >= 0, got {placements!r}")
+        arena_gb = plan.pop("placement_arena_gb", 0)
+        if not isinstance(arena_gb, int | float) or arena_gb < 0:
+            raise ValueError(f"plan 'placement_arena_gb' must be a number >= 0, got {arena_gb!r}")
         if placements and prepared.fn is not None and prepared.inputs:
-            prepared = self.placed(prepared, placements)
+            prepared = (self.placed_in_arena(prepared, placements, int(arena_gb * 2**30))
+                        if arena_gb else self.placed(prepared, placements))
         # How long the GPU had been idle (as far as this worker knows) when the warm-up
         # began: with the warm-up trace, what a case's settling depends on
         idle_before_s = (time.monotonic() - self.measured_until
@@ -199,6 +210,48 @@ class CaseRunner:
                                             dtype=torch.uint8, device=device))
             copies += [tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
                        for inputs in prepared.inputs]
+        self._placed += copies
+        return dataclasses.replace(prepared, calls=calls_over(prepared.fn, copies))
+
+    def placed_in_arena(self, prepared: Prepared, placements: int,
+                        arena_bytes: int) -> Prepared:
+        """The case with its inputs copied to ``placements`` slots drawn at random from an
+        arena of ``arena_bytes`` this worker keeps (plan key ``placement_arena_gb``), its
+        calls cycling over the copies, the L2 flush buffer moved too. Copies made by
+        ``placed`` come from the pages this process freed a block before, so a worker's
+        share of slow places is its own for its life (a decode GEMM: 3/4, 3/4, 16/16 and
+        13/16 of its copies slow in every round, docs/journal/2026-12-03.md "Night of
+        2026-12-03"); slots of one large arena are a new draw every block. An arena too
+        small for ``placements`` copies holds as many as fit (at least one)."""
+        import torch
+
+        sets = [[t for t in inputs if isinstance(t, torch.Tensor)] for inputs in prepared.inputs]
+        if any(not t.is_contiguous() for ts in sets for t in ts):
+            return self.placed(prepared, placements)  # a strided view cannot be re-laid
+        device = sets[0][0].device
+        slot_bytes = -(-sum(_span(t) for ts in sets for t in ts) // PAGE_BYTES) * PAGE_BYTES
+        have = 0 if self._arena is None else self._arena.numel()
+        if have < slot_bytes or (have != arena_bytes and arena_bytes >= slot_bytes):
+            self._arena = None  # its memory back before the new one is taken
+            self._arena = torch.empty(max(arena_bytes, slot_bytes), dtype=torch.uint8,
+                                      device=device)
+        slots = random.sample(range(self._arena.numel() // slot_bytes),
+                              min(placements, self._arena.numel() // slot_bytes))
+        self.device().move_flush(random.randrange(1, PAD_PAGES + 1) * PAGE_BYTES)
+        copies = []
+        for slot in slots:
+            offset = slot * slot_bytes
+            for inputs in prepared.inputs:
+                copy = []
+                for t in inputs:
+                    if not isinstance(t, torch.Tensor):
+                        copy.append(t)
+                        continue
+                    nbytes = t.numel() * t.element_size()
+                    view = self._arena.narrow(0, offset, nbytes).view(t.dtype).view(t.shape)
+                    copy.append(view.copy_(t))
+                    offset += _span(t)
+                copies.append(tuple(copy))
         self._placed += copies
         return dataclasses.replace(prepared, calls=calls_over(prepared.fn, copies))
 

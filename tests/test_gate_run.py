@@ -40,6 +40,33 @@ def test_each_case_alternates_which_side_goes_first(tmp_path: Path, th) -> None:
                for c in clients.values() for p in c.plans)
 
 
+def test_a_decode_case_draws_its_classs_copies_from_an_arena(tmp_path: Path, th) -> None:
+    """A class's own ``placements`` and ``placement_arena_gb`` reach its blocks' plans; the
+    other classes keep the sequential setting."""
+    log: list = []
+    clients: dict[str, FakeClient] = {}
+
+    def make_client(slot: str, **kw) -> FakeClient:
+        return clients.setdefault(slot, FakeClient("base" if "-base-" in slot else "head", log))
+
+    decode = "bench_gemm.GemmTime.track_time('llama3-8b.gate_up_proj.decode16', 'fp16', 'triton')"
+    other = "bench_gemm.GemmTime.track_time('square-8192', 'fp16', 'triton')"
+    cases = [{"name": n, "kind": "time", "spec": {"case": n}} for n in (decode, other)]
+    plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
+                        [Lane(cases=[decode, other])])
+    run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lambda s: None)
+    run.round(plan.lanes[0], 1, [decode, other], False)
+    klass = th.classes["decode"]
+    assert klass.placements and klass.placement_arena_gb > 0
+    plans = {case: p for client in clients.values()
+             for case, p in zip([c for c, side in log if side == client.side], client.plans,
+                                strict=True)}
+    assert plans[decode]["placements"] == klass.placements
+    assert plans[decode]["placement_arena_gb"] == klass.placement_arena_gb
+    assert plans[other]["placements"] == th.sequential.placements
+    assert "placement_arena_gb" not in plans[other]
+
+
 def test_a_resumed_run_starts_a_new_generation_of_workers(tmp_path: Path, th) -> None:
     """A run cut off in the middle of a pair's rounds resumes with new processes: they
     are a new generation, so the statistics never take two pairs' rounds for one pair's."""

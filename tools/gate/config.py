@@ -34,6 +34,8 @@ class KernelClass:
     exact: bool = False
     same_ratio: float | None = None  # SAME's band where wider than min_ratio (None: min_ratio)
     level_by_placement: bool = False  # a block's figure: the mean of its placed copies' medians
+    placements: int | None = None  # its blocks' copies (None: sequential.placements)
+    placement_arena_gb: float = 0.0  # ... drawn from slots of an arena this large (0: pads)
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,9 @@ def _klass(name: str, spec: dict[str, Any]) -> KernelClass:
     return KernelClass(name, float(spec["min_ratio"]), float(spec["sd_floor"]),
                        float(spec.get("pair_offset_sd", 0.0)),
                        same_ratio=None if same is None else float(same),
-                       level_by_placement=bool(spec.get("level_by_placement", False)))
+                       level_by_placement=bool(spec.get("level_by_placement", False)),
+                       placements=spec.get("placements"),
+                       placement_arena_gb=float(spec.get("placement_arena_gb", 0.0)))
 
 
 def _compile(path: Path, pointer: str, regex: str) -> re.Pattern[str]:

@@ -45,9 +45,13 @@ class Measurer:
     def block(self, lane: Lane, case: dict[str, Any], side: str, round_: int,
               confirm: bool = False, retry: int = 0) -> Block:
         seq = self.th.sequential
+        _, klass = self.th.rule_for(case["name"])
+        placements = seq.placements if klass.placements is None else klass.placements
         plan = {"trials": seq.trials_per_block, "energy_s": 0,
                 **({"trials_at_cap": seq.trials_at_cap} if seq.trials_at_cap else {}),
-                **({"placements": seq.placements} if seq.placements else {})}
+                **({"placements": placements} if placements else {}),
+                **({"placement_arena_gb": klass.placement_arena_gb}
+                   if placements and klass.placement_arena_gb else {})}
         start = time.monotonic()
         try:
             result = self.pairs.client(lane, side).request(
