@@ -9,6 +9,7 @@ host) instead of a GPU.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -206,7 +207,7 @@ def test_arena_placements_draw_disjoint_slots_of_one_kept_arena(cpu_bench: Path)
                        for x in copies for t in x if isinstance(t, torch.Tensor))
         base = arena.data_ptr()
         assert all(base <= lo and hi <= base + arena_bytes for lo, hi in spans)
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))  # no two overlap
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))  # no two overlap
         torch.testing.assert_close(placed.calls[-1](), prepared.calls[-1]())
         drawn.append(tuple(lo for lo, _ in spans))
         runner.release_placed()
