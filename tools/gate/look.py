@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from harness import stats
 from tools.gate.config import KernelClass, Thresholds
-from tools.gate.model import SIDES, Block, CaseData, Verdict, attribute
+from tools.gate.model import SIDES, Block, CaseData, Verdict, attribute, placed_log_ratio
 
 # The level of the interval a report shows for a change (its p-value does not depend on it).
 CHANGE_LEVEL = 0.99
@@ -58,11 +58,12 @@ def log_ratio_groups(groups: Sequence[Sequence[tuple[Block, Block]]],
 
 def _log_ratios(pairs: Sequence[tuple[Block, Block]], cycles: bool,
                 by_placement: bool = False) -> list[float]:
-    def value(b: Block) -> float:
-        level = b.level(by_placement)
-        return level * (b.clock() or 1.0) if cycles else level
+    def clock_log(b: Block, h: Block) -> float:
+        return math.log((h.clock() or 1.0) / (b.clock() or 1.0)) if cycles else 0.0
 
-    return [math.log(value(h) / value(b)) for b, h in pairs]
+    if by_placement:
+        return [placed_log_ratio(b, h) + clock_log(b, h) for b, h in pairs]
+    return [math.log(h.level() / b.level()) + clock_log(b, h) for b, h in pairs]
 
 
 def flip(label: str, higher_is_better: bool) -> str:

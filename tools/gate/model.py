@@ -26,6 +26,10 @@ from typing import Any
 from tools.gate.config import Thresholds
 
 SIDES = ("base", "head")
+# Placed copies whose medians lie this far apart (the largest step between sorted copies)
+# are two modes of the kernel: where its inputs lie, not noise (a decode GEMM's copies read
+# ~88 or ~101 us, nothing between: docs/journal/2026-12-03.md).
+MODE_GAP = 0.05
 
 
 @dataclass
@@ -106,6 +110,40 @@ class Block:
         power = self.power()
         return bool(power and self.power_limit_w and power >= th.power_fraction
                     * self.power_limit_w)
+
+
+def copy_modes(copies: Sequence[float]) -> list[tuple[float, int]]:
+    """(median, count) of each mode of a block's placed copies, lowest first: two where the
+    largest step between sorted copies is at least ``MODE_GAP``, else one."""
+    ordered = sorted(copies)
+    if len(ordered) > 1:
+        cut = max(range(1, len(ordered)), key=lambda i: ordered[i] / ordered[i - 1])
+        if ordered[cut] / ordered[cut - 1] - 1.0 >= MODE_GAP:
+            low, high = ordered[:cut], ordered[cut:]
+            return [(statistics.median(low), len(low)), (statistics.median(high), len(high))]
+    return [(statistics.median(ordered), len(ordered))]
+
+
+def placed_log_ratio(base: Block, head: Block) -> float:
+    """log(head / base) of a round of a class judged by placement, mode by mode. How many
+    of a block's copies land in a kernel's fast places is a draw (0 to 4 of 16 a block on an
+    H200; the copies' mean then moved 1.8% a round, sd, against 0.3% mode by mode:
+    docs/journal/2026-12-03.md, "Late night"), while a change of code moves every mode.
+    Where both blocks have both modes, each mode is compared (weighted by the copies behind
+    the smaller side); else the copies' means. A block of one mode is not matched to the
+    nearer mode of the other: a lone mode at 90.9 us against 88 and 101 us is the fast one
+    4% slower or the slow one 10% faster, and a round cannot tell which."""
+    def mean_ratio() -> float:
+        return math.log(head.level(True) / base.level(True))
+
+    if len(base.input_set_medians_s) < 2 or len(head.input_set_medians_s) < 2:
+        return mean_ratio()
+    b_modes, h_modes = copy_modes(base.input_set_medians_s), copy_modes(head.input_set_medians_s)
+    if len(b_modes) != 2 or len(h_modes) != 2:
+        return mean_ratio()
+    weights = [min(nb, nh) for (_, nb), (_, nh) in zip(b_modes, h_modes, strict=True)]
+    logs = [math.log(h / b) for (b, _), (h, _) in zip(b_modes, h_modes, strict=True)]
+    return sum(w * x for w, x in zip(weights, logs, strict=True)) / sum(weights)
 
 
 @dataclass

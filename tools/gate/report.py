@@ -9,6 +9,7 @@ character (U+202E) would make the text read otherwise than it is (docs/gate.md, 
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from typing import Any
 
 from tools.gate.disturbed import host_behind
 from tools.gate.errors import STATUS, GateError
-from tools.gate.model import CaseData, Verdict
+from tools.gate.model import CaseData, Verdict, placed_log_ratio
 
 REPORT_SCHEMA = "kperf-gate-2"
 COMMENT_MARKER = "<!-- kperf-gate -->"
@@ -183,8 +184,9 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
                     behind_share: float, placed: frozenset[str] = frozenset()) -> str:
     """rounds.md: each timed case's rounds, head over base, in measuring order; what a
     reader checks a verdict by (an INCONCLUSIVE says which rounds disagreed). A case of a
-    class in ``placed`` (``level_by_placement``) shows its blocks' figures as the verdict
-    took them: the mean of the placed copies' medians, not the trials' median."""
+    class in ``placed`` (``level_by_placement``) shows its rounds as the verdict took
+    them: its placed copies compared mode by mode (``model.placed_log_ratio``), not by the
+    trials' median."""
     lines = ["# Rounds of each timed case", "",
              "head / base - 1 per round, in %; *again*: the round was measured a second time "
              "(a block of its first try was disturbed, docs/gate.md); *re*: measured by a "
@@ -205,7 +207,9 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
             note += (" (host behind)" if any(host_behind(b) >= behind_share > 0
                                              for b in (base, head)) else "")
             by_copy = v.klass in placed
-            cells.append(f"{100 * (head.level(by_copy) / base.level(by_copy) - 1):+.2f}{note}")
+            ratio = (math.exp(placed_log_ratio(base, head)) if by_copy
+                     else head.level() / base.level())
+            cells.append(f"{100 * (ratio - 1):+.2f}{note}")
         if len(main) > v.rounds:
             cells.append(f"{len(main) - v.rounds} more after the verdict, not used")
         spread = statistics.median(b.spread() for pair in used for b in pair)

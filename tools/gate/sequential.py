@@ -13,6 +13,7 @@ still give the verdict.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 
@@ -85,10 +86,9 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
         return v
     klass = th.classes[v.klass]
     placed = klass.level_by_placement
-    moved = [statistics.median(h.level(placed) / b.level(placed) for b, h in pairs)]
+    moved = [math.exp(statistics.median(log_ratio_groups([pairs], by_placement=placed)[0]))]
     if v.attribution == "environment":
-        moved.append(statistics.median(h.level(placed) * h.clock() / (b.level(placed) * b.clock())
-                                       for b, h in pairs))
+        moved.append(math.exp(statistics.median(log_ratio_groups([pairs], True, placed)[0])))
     up = 1.0 + klass.min_ratio
     raw = ("SLOW" if all(r >= up for r in moved) else
            "FAST" if all(r <= 1.0 / up for r in moved) else "")
