@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tools.gate.model import MODE_GAP, Block, copy_modes, placed_log_ratio
+from tools.gate.model import MODE_GAP, Block, copy_modes, placed_log_ratio, side_modes
 
 FAST, SLOW = 88.0e-6, 101.0e-6
 
@@ -64,3 +64,25 @@ def test_a_lone_mode_halfway_between_two_falls_back_to_the_means() -> None:
     head = Block("head", 1, samples=[95e-6] * 5, input_set_medians_s=[95e-6] * 16)
     assert placed_log_ratio(base, head) == pytest.approx(
         math.log(head.level(True) / base.level(True)))
+
+
+@pytest.mark.parametrize(("fast_base", "fast_head"), [(3, 0), (0, 3), (16, 2), (0, 16)])
+@pytest.mark.parametrize("change", [1.02, 0.90, 1.10])
+def test_a_lone_mode_is_placed_among_its_own_sides_modes(fast_base: int, fast_head: int,
+                                                         change: float) -> None:
+    """Over a case's rounds each side shows both modes; a block of one mode is its own
+    side's nearer mode, so even a 10% change (its lone mode nearer the other side's other
+    mode) is read as it is. Without both sides' modes, the means (above)."""
+    rounds = [(block("base", 4), block("head", 4, scale=change)),
+              (block("base", fast_base), block("head", fast_head, scale=change))]
+    sides = side_modes(rounds)
+    assert sides is not None
+    assert sides[1][0] == pytest.approx(FAST * change, rel=0.002)
+    base, head = rounds[1]
+    assert placed_log_ratio(base, head, sides) == pytest.approx(math.log(change), abs=0.0015)
+
+
+def test_no_sides_modes_unless_both_sides_show_two() -> None:
+    assert side_modes([(block("base", 3), block("head", 0))]) is None
+    assert side_modes([(block("base", 3), block("head", 2)), (block("base", 0),
+                                                               block("head", 0))]) is not None

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 
 from harness import stats
 from tools.gate.config import KernelClass, Thresholds
-from tools.gate.model import SIDES, Block, CaseData, Verdict, attribute, placed_log_ratio
+from tools.gate.model import (
+    SIDES,
+    Block,
+    CaseData,
+    Verdict,
+    attribute,
+    placed_log_ratio,
+    side_modes,
+)
 
 # The level of the interval a report shows for a change (its p-value does not depend on it).
 CHANGE_LEVEL = 0.99
@@ -53,16 +61,19 @@ def compare_groups(d: list[list[float]], level: float, klass: KernelClass) -> st
 def log_ratio_groups(groups: Sequence[Sequence[tuple[Block, Block]]],
                      cycles: bool = False, by_placement: bool = False) -> list[list[float]]:
     """Each pair of workers' rounds as log ratios (of time, or of cycles: time x clock)."""
-    return [_log_ratios(g, cycles, by_placement) for g in groups]
+    sides = side_modes([p for g in groups for p in g]) if by_placement else None
+    return [_log_ratios(g, cycles, by_placement, sides) for g in groups]
 
 
 def _log_ratios(pairs: Sequence[tuple[Block, Block]], cycles: bool,
-                by_placement: bool = False) -> list[float]:
+                by_placement: bool = False,
+                sides: tuple[list[float], list[float]] | None = None) -> list[float]:
     def clock_log(b: Block, h: Block) -> float:
         return math.log((h.clock() or 1.0) / (b.clock() or 1.0)) if cycles else 0.0
 
     if by_placement:
-        return [placed_log_ratio(b, h) + clock_log(b, h) for b, h in pairs]
+        sides = sides or side_modes(pairs)
+        return [placed_log_ratio(b, h, sides) + clock_log(b, h) for b, h in pairs]
     return [math.log(h.level() / b.level()) + clock_log(b, h) for b, h in pairs]
 
 

@@ -124,25 +124,59 @@ def copy_modes(copies: Sequence[float]) -> list[tuple[float, int]]:
     return [(statistics.median(ordered), len(ordered))]
 
 
-def placed_log_ratio(base: Block, head: Block) -> float:
+def side_modes(pairs: Sequence[tuple[Block, Block]]) -> tuple[list[float], list[float]] | None:
+    """Each side's two mode levels from all its blocks' copies pooled, where both sides
+    have two; else None."""
+    pooled = ([c for b, _ in pairs for c in b.input_set_medians_s],
+              [c for _, h in pairs for c in h.input_set_medians_s])
+    modes = [copy_modes(copies) for copies in pooled if copies]
+    if len(modes) < 2 or any(len(m) != 2 for m in modes):
+        return None
+    return [level for level, _ in modes[0]], [level for level, _ in modes[1]]
+
+
+def _block_modes(block: Block, side_levels: list[float] | None) -> dict[int, tuple[float, int]]:
+    """A block's modes by index (0 the fast one): a lone mode takes the index of its own
+    side's nearer mode, which it is (the same code, the same levels)."""
+    modes = copy_modes(block.input_set_medians_s)
+    if len(modes) == 2:
+        return dict(enumerate(modes))
+    if side_levels is None:
+        return {}
+    level = modes[0][0]
+    return {min((0, 1), key=lambda i: abs(math.log(level / side_levels[i]))): modes[0]}
+
+
+def placed_log_ratio(base: Block, head: Block,
+                     sides: tuple[list[float], list[float]] | None = None) -> float:
     """log(head / base) of a round of a class judged by placement, mode by mode. How many
     of a block's copies land in a kernel's fast places is a draw (0 to 4 of 16 a block on an
     H200; the copies' mean then moved 1.8% a round, sd, against 0.3% mode by mode:
     docs/journal/2026-12-03.md, "Late night"), while a change of code moves every mode.
-    Where both blocks have both modes, each mode is compared (weighted by the copies behind
-    the smaller side); else the copies' means. A block of one mode is not matched to the
-    nearer mode of the other: a lone mode at 90.9 us against 88 and 101 us is the fast one
-    4% slower or the slow one 10% faster, and a round cannot tell which."""
+    The modes both blocks have are compared (weighted by the copies behind the smaller
+    side). A block of one mode is placed among its own side's modes (``sides``, from
+    ``side_modes``), never among the other side's: a lone mode at 90.9 us against 88 and
+    101 us is the fast one 3% slower or the slow one 10% faster. Blocks of one mode each,
+    not the same one, are compared through the base's distance between its modes. Without
+    ``sides`` (a side that never showed two modes), a block of one mode is compared by the
+    copies' means."""
     def mean_ratio() -> float:
         return math.log(head.level(True) / base.level(True))
 
     if len(base.input_set_medians_s) < 2 or len(head.input_set_medians_s) < 2:
         return mean_ratio()
-    b_modes, h_modes = copy_modes(base.input_set_medians_s), copy_modes(head.input_set_medians_s)
-    if len(b_modes) != 2 or len(h_modes) != 2:
+    b_modes = _block_modes(base, sides[0] if sides else None)
+    h_modes = _block_modes(head, sides[1] if sides else None)
+    common = sorted(set(b_modes) & set(h_modes))
+    if not common and sides and b_modes and h_modes:
+        # one mode each, not the same: the base's level at the head's mode, by the base's
+        # own distance between its modes
+        (j, (b_level, _)), (i, (h_level, _)) = min(b_modes.items()), min(h_modes.items())
+        return math.log(h_level / b_level) - math.log(sides[0][i] / sides[0][j])
+    if not common:
         return mean_ratio()
-    weights = [min(nb, nh) for (_, nb), (_, nh) in zip(b_modes, h_modes, strict=True)]
-    logs = [math.log(h / b) for (b, _), (h, _) in zip(b_modes, h_modes, strict=True)]
+    weights = [min(b_modes[i][1], h_modes[i][1]) for i in common]
+    logs = [math.log(h_modes[i][0] / b_modes[i][0]) for i in common]
     return sum(w * x for w, x in zip(weights, logs, strict=True)) / sum(weights)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from tools.gate.disturbed import host_behind
 from tools.gate.errors import STATUS, GateError
-from tools.gate.model import CaseData, Verdict, placed_log_ratio
+from tools.gate.model import CaseData, Verdict, placed_log_ratio, side_modes
 
 REPORT_SCHEMA = "kperf-gate-2"
 COMMENT_MARKER = "<!-- kperf-gate -->"
@@ -201,13 +201,14 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
             continue
         used = main[:v.rounds] + data.pairs(confirm=True)
         cells = []
+        sides = side_modes(used) if v.klass in placed else None
         for base, head in used:
             note = " (again)" if head.retry or base.retry else ""
             note += " (re)" if head.confirm else ""
             note += (" (host behind)" if any(host_behind(b) >= behind_share > 0
                                              for b in (base, head)) else "")
             by_copy = v.klass in placed
-            ratio = (math.exp(placed_log_ratio(base, head)) if by_copy
+            ratio = (math.exp(placed_log_ratio(base, head, sides)) if by_copy
                      else head.level() / base.level())
             cells.append(f"{100 * (ratio - 1):+.2f}{note}")
         if len(main) > v.rounds:
