@@ -203,10 +203,10 @@ class CaseRunner:
         import torch
 
         device = next(t.device for t in prepared.inputs[0] if isinstance(t, torch.Tensor))
-        self.device().move_flush(random.randrange(1, PAD_PAGES + 1) * 2**21)
+        self.device().move_flush(random.randrange(1, PAD_PAGES + 1) * PAGE_BYTES)
         copies = []
         for _ in range(placements):
-            self._placed.append(torch.empty(random.randrange(1, PAD_PAGES + 1) * 2**21,
+            self._placed.append(torch.empty(random.randrange(1, PAD_PAGES + 1) * PAGE_BYTES,
                                             dtype=torch.uint8, device=device))
             copies += [tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in inputs)
                        for inputs in prepared.inputs]
@@ -230,11 +230,10 @@ class CaseRunner:
             return self.placed(prepared, placements)  # a strided view cannot be re-laid
         device = sets[0][0].device
         slot_bytes = -(-sum(_span(t) for ts in sets for t in ts) // PAGE_BYTES) * PAGE_BYTES
-        have = 0 if self._arena is None else self._arena.numel()
-        if have < slot_bytes or (have != arena_bytes and arena_bytes >= slot_bytes):
+        want = max(arena_bytes, slot_bytes)
+        if self._arena is None or self._arena.numel() != want:
             self._arena = None  # its memory back before the new one is taken
-            self._arena = torch.empty(max(arena_bytes, slot_bytes), dtype=torch.uint8,
-                                      device=device)
+            self._arena = torch.empty(want, dtype=torch.uint8, device=device)
         slots = random.sample(range(self._arena.numel() // slot_bytes),
                               min(placements, self._arena.numel() // slot_bytes))
         self.device().move_flush(random.randrange(1, PAD_PAGES + 1) * PAGE_BYTES)

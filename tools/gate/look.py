@@ -72,7 +72,6 @@ def _log_ratios(pairs: Sequence[tuple[Block, Block]], cycles: bool,
         return math.log((h.clock() or 1.0) / (b.clock() or 1.0)) if cycles else 0.0
 
     if by_placement:
-        sides = sides or side_modes(pairs)
         return [placed_log_ratio(b, h, sides) + clock_log(b, h) for b, h in pairs]
     return [math.log(h.level() / b.level()) + clock_log(b, h) for b, h in pairs]
 
@@ -153,7 +152,7 @@ def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,
     if all(cb and ch for cb, ch in clocks):
         v.clock_base_mhz = statistics.median(cb for cb, _ in clocks)
         v.clock_head_mhz = statistics.median(ch for _, ch in clocks)
-        v.cycles_ratio = math.exp(statistics.fmean(_log_ratios(pairs, True, placed)))
+        v.cycles_ratio = math.exp(statistics.fmean(log_ratio_groups([pairs], True, placed)[0]))
     energies = [(b.energy_per_call_j(placed), h.energy_per_call_j(placed)) for b, h in pairs]
     if all(eb and eh for eb, eh in energies):
         v.energy_ratio = math.exp(statistics.fmean(math.log(eh / eb) for eb, eh in energies))

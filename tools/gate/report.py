@@ -18,7 +18,8 @@ from typing import Any
 
 from tools.gate.disturbed import host_behind
 from tools.gate.errors import STATUS, GateError
-from tools.gate.model import CaseData, Verdict, placed_log_ratio, side_modes
+from tools.gate.look import log_ratio_groups
+from tools.gate.model import CaseData, Verdict
 
 REPORT_SCHEMA = "kperf-gate-2"
 COMMENT_MARKER = "<!-- kperf-gate -->"
@@ -185,7 +186,7 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
     """rounds.md: each timed case's rounds, head over base, in measuring order; what a
     reader checks a verdict by (an INCONCLUSIVE says which rounds disagreed). A case of a
     class in ``placed`` (``level_by_placement``) shows its rounds as the verdict took
-    them: its placed copies compared mode by mode (``model.placed_log_ratio``), not by the
+    them: its placed copies compared mode by mode (``look.log_ratio_groups``), not by the
     trials' median."""
     lines = ["# Rounds of each timed case", "",
              "head / base - 1 per round, in %; *again*: the round was measured a second time "
@@ -201,16 +202,13 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
             continue
         used = main[:v.rounds] + data.pairs(confirm=True)
         cells = []
-        sides = side_modes(used) if v.klass in placed else None
-        for base, head in used:
+        ratios = log_ratio_groups([used], by_placement=v.klass in placed)[0]
+        for (base, head), log_ratio in zip(used, ratios, strict=True):
             note = " (again)" if head.retry or base.retry else ""
             note += " (re)" if head.confirm else ""
             note += (" (host behind)" if any(host_behind(b) >= behind_share > 0
                                              for b in (base, head)) else "")
-            by_copy = v.klass in placed
-            ratio = (math.exp(placed_log_ratio(base, head, sides)) if by_copy
-                     else head.level() / base.level())
-            cells.append(f"{100 * (ratio - 1):+.2f}{note}")
+            cells.append(f"{100 * (math.exp(log_ratio) - 1):+.2f}{note}")
         if len(main) > v.rounds:
             cells.append(f"{len(main) - v.rounds} more after the verdict, not used")
         spread = statistics.median(b.spread() for pair in used for b in pair)
