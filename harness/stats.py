@@ -34,7 +34,7 @@ class Comparison:
 
 
 def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: float = 0.0,
-                   tau_floor: float = 0.0) -> Comparison:
+                   tau_floor: float = 0.0, fitted: int = 0) -> Comparison:
     """Log ratios of rounds measured by several pairs of worker processes (``groups``, one
     per pair): their mean, with the pairs as a level of replication.
 
@@ -46,6 +46,9 @@ def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: fl
     ``tau_floor``, the spread measured on
     the hardware: one pair alone cannot show how far its offset is from the truth. With
     one group and no floor this is the paired t-test.
+
+    ``fitted``: effects already taken out of groups of one round each (the order of the
+    sides, ``look.without_order``); each costs the pairs' spread a degree of freedom.
     """
     groups = [np.asarray(g, float) for g in groups if len(g)]
     sizes = np.array([g.size for g in groups])
@@ -57,13 +60,17 @@ def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: fl
     s2_free = within / (n - k) if n > k else 0.0
     s2 = max(s2_free, sd_floor ** 2)
     var = s2 / sizes
+    if fitted and k - 1 - fitted < 1:
+        raise ValueError(f"{fitted} fitted effect(s) need at least {fitted + 2} pairs, got {k}")
     tau2_dl = 0.0
     if k >= 2:
         w = 1.0 / var
         fixed = float((w * means).sum() / w.sum())
         q = float((w * (means - fixed) ** 2).sum())
-        c = float(w.sum() - (w ** 2).sum() / w.sum())
-        tau2_dl = max(0.0, (q - (k - 1)) / c) if c > 0 else 0.0
+        # DerSimonian-Laird; a fitted effect takes its share of Q's expectation and of c
+        # (exact for equal weights, as in meta-regression)
+        c = float(w.sum() - (w ** 2).sum() / w.sum()) * (k - 1 - fitted) / (k - 1)
+        tau2_dl = max(0.0, (q - (k - 1 - fitted)) / c) if c > 0 else 0.0
     tau2 = max(tau2_dl, tau_floor ** 2)
     w = 1.0 / (var + tau2)
     mean = float((w * means).sum() / w.sum())
@@ -73,7 +80,7 @@ def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: fl
     # measured on the hardware and taken as known (normal), unless there is no floor and
     # the rounds alone speak (the paired t, n - k degrees of freedom).
     if tau2_dl > tau_floor ** 2:
-        df = float(max(k - 1, 1))
+        df = float(max(k - 1 - fitted, 1))
     elif tau_floor > 0.0:
         df = math.inf
     else:

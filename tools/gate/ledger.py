@@ -33,7 +33,8 @@ class Ledger:
         return time.monotonic() - self.started
 
     def record(self, case: dict[str, Any], block: Block, lane: Lane) -> None:
-        extra = {"lane": lane.label, "t": time.time()}
+        block.t = time.time()
+        extra = {"lane": lane.label}
         self.blocks.append(case, block, extra)
         self.rows.append({"case": case["name"], "env": case.get("env", ""), **asdict(block),
                           **extra})

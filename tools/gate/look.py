@@ -28,34 +28,87 @@ from tools.gate.model import (
 
 # The level of the interval a report shows for a change (its p-value does not depend on it).
 CHANGE_LEVEL = 0.99
+# Rounds of each order before the order of the sides is fitted at the cap: with fewer, the
+# degree of freedom it costs weighs more than the spread it removes (four capped GEMM
+# rounds of +1.7 to +2.5% lost their SLOW to t with 2 df: H200 gate of 2026-12-04 replayed,
+# docs/gate-evidence.md "The order of the sides at the cap").
+ORDER_MIN_ROUNDS = 3
+
+
+@dataclass
+class Rounds:
+    """A case's rounds as log ratios, one list per pair of workers: of time, and of
+    cycles where the environment moved the clock; ``fitted`` effects taken out of them."""
+
+    time: list[list[float]]
+    cycles: list[list[float]] | None = None
+    fitted: int = 0
 
 
 @dataclass
 class _Tested:
     verdict: Verdict
     klass: KernelClass
-    time: list[list[float]]  # the rounds' log ratios, one list per pair of workers
-    cycles: list[list[float]] | None  # only where the environment moved the clock
+    rounds: Rounds
 
     def compare(self, d: list[list[float]], level: float) -> stats.Comparison:
-        return compare_groups(d, level, self.klass)
+        return compare_groups(d, level, self.klass, self.rounds.fitted)
 
     @property
     def p_case(self) -> float:
-        return claim_p(self.time, self.cycles, self.klass)
+        return claim_p(self.rounds, self.klass)
 
 
-def claim_p(time: list[list[float]], cycles: list[list[float]] | None,
-            klass: KernelClass) -> float:
+def claim_p(rounds: Rounds, klass: KernelClass) -> float:
     """The p-value of a change. Intersection-union: where the environment moved the clock
     (``cycles`` given), a change is claimed only if it holds in time and in cycles."""
-    p = compare_groups(time, CHANGE_LEVEL, klass).p_value
-    return max(p, compare_groups(cycles, CHANGE_LEVEL, klass).p_value) if cycles else p
+    p = compare_groups(rounds.time, CHANGE_LEVEL, klass, rounds.fitted).p_value
+    if rounds.cycles:
+        return max(p, compare_groups(rounds.cycles, CHANGE_LEVEL, klass, rounds.fitted).p_value)
+    return p
 
 
-def compare_groups(d: list[list[float]], level: float, klass: KernelClass) -> stats.Comparison:
+def compare_groups(d: list[list[float]], level: float, klass: KernelClass,
+                   fitted: int = 0) -> stats.Comparison:
     """Rounds within pairs of workers, pairs as a level (harness/stats.random_effects)."""
-    return stats.random_effects(d, level, klass.sd_floor, klass.pair_offset_sd)
+    return stats.random_effects(d, level, klass.sd_floor, klass.pair_offset_sd, fitted)
+
+
+def case_rounds(data: CaseData, groups: Sequence[Sequence[tuple[Block, Block]]],
+                th: Thresholds, placed: bool, environment: bool) -> Rounds:
+    """The rounds a look or a re-measure judges. At the power cap, less the order of the
+    sides (``without_order``)."""
+    time = log_ratio_groups(groups, by_placement=placed)
+    cycles = log_ratio_groups(groups, True, placed) if environment else None
+    if data.capped_share(th) <= 0.5:
+        return Rounds(time, cycles)
+    orders = [[b.first_in(h) for b, h in g] for g in groups]
+    time, fitted = without_order(time, orders)
+    if cycles is not None and fitted:
+        cycles, _ = without_order(cycles, orders)
+    return Rounds(time, cycles, fitted)
+
+
+def without_order(d: list[list[float]], base_first: list[list[bool | None]]
+                  ) -> tuple[list[list[float]], int]:
+    """The rounds' log ratios less the effect of which side went first, and 1 (the effect
+    fitted); unchanged, and 0, unless every pair of workers measured one round and each
+    order has ``ORDER_MIN_ROUNDS`` at least. At the power cap the first block of a round follows
+    another case's load: a softmax at the cap read 0.8-1.2% slower first in both runs of
+    a night, its rounds alternating in sign (sd 1.1-1.4%, 0.6-0.7% with the order taken
+    out: H200, 2026-12-04, docs/gate-evidence.md "The order of the sides at the cap").
+    The sides alternate, so the estimate of the change is the mean of the two orders'
+    means, whatever the effect is."""
+    flat = [(x, o) for g, og in zip(d, base_first, strict=True) for x, o in zip(g, og, strict=True)]
+    if any(len(g) != 1 for g in d) or any(o is None for _, o in flat):
+        return d, 0
+    first = [x for x, o in flat if o]
+    second = [x for x, o in flat if not o]
+    if min(len(first), len(second)) < ORDER_MIN_ROUNDS:
+        return d, 0
+    half = (statistics.fmean(first) - statistics.fmean(second)) / 2.0
+    return [[x - half if o else x + half for x, o in zip(g, og, strict=True)]
+            for g, og in zip(d, base_first, strict=True)], 1
 
 
 def log_ratio_groups(groups: Sequence[Sequence[tuple[Block, Block]]],
@@ -160,9 +213,8 @@ def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,
                      statistics.median(h.power() for _, h in pairs))
     limits = [blk.power_limit_w for pair in pairs for blk in pair if blk.power_limit_w]
     v.power_limit_w = min(limits) if limits else None
-    groups = data.groups(upto)
-    return _Tested(v, klass, log_ratio_groups(groups, by_placement=placed),
-                   log_ratio_groups(groups, True, placed) if who.kind == "environment" else None)
+    return _Tested(v, klass, case_rounds(data, data.groups(upto), th, placed,
+                                         who.kind == "environment"))
 
 
 def decide_look(cases: Sequence[CaseData], th: Thresholds, upto: int | None, look: int,
@@ -187,15 +239,16 @@ def _finish(t: _Tested, q: float, alpha_k: float, beta_k: float, look: int) -> V
     """The look's label. A change needs q < alpha_k; SAME needs the interval of two
     one-sided tests at beta_k (level 1 - 2 beta_k) inside the class's band."""
     v, k = t.verdict, t.klass
-    change, same = t.compare(t.time, CHANGE_LEVEL), t.compare(t.time, 1.0 - 2.0 * beta_k)
+    time, cycles = t.rounds.time, t.rounds.cycles
+    change, same = t.compare(time, CHANGE_LEVEL), t.compare(time, 1.0 - 2.0 * beta_k)
     v.p_value, v.q_value, v.look, v.ratio = change.p_value, q, look, change.ratio
     v.ci = (same.ci_low, same.ci_high)
     time_label = stats.label(change, same, q, alpha_k, k.min_ratio, k.same_ratio)
-    if t.cycles is None:
+    if cycles is None:
         _apply(v, time_label, _code_note(v) if v.attribution == "code" else "")
         return v
-    c_change, c_same = (t.compare(t.cycles, CHANGE_LEVEL),
-                        t.compare(t.cycles, 1.0 - 2.0 * beta_k))
+    c_change, c_same = (t.compare(cycles, CHANGE_LEVEL),
+                        t.compare(cycles, 1.0 - 2.0 * beta_k))
     cycle_label = stats.label(c_change, c_same, q, alpha_k, k.min_ratio, k.same_ratio)
     clocks = (f"clocks differed (base {v.clock_base_mhz:.0f} MHz, head "
               f"{v.clock_head_mhz:.0f} MHz) from outside")

@@ -55,6 +55,11 @@ class Block:
     retry: int = 0  # 1: its round was measured again, a block of the first try disturbed
     reps_queued: list[float | None] = field(default_factory=list)  # per trial: harness/timing.py
     input_set_medians_s: list[float] = field(default_factory=list)  # per placed copy: timing.py
+    t: float | None = None  # when it was recorded (s since the epoch): which side went first
+
+    def first_in(self, other: Block) -> bool | None:
+        """Whether it was measured before ``other`` (None where a time is unknown)."""
+        return None if self.t is None or other.t is None else self.t < other.t
 
     def spread(self) -> float:
         """How far its trials disagree: their standard deviation over their mean."""

@@ -29,6 +29,7 @@ GATE = ("tests/test_gate_verdicts.py", "tests/test_gate_sequence.py", "tests/tes
         "tests/test_gate_disturbed.py", "tests/test_gate_config.py",
         "tests/test_gate_report.py")  # the gate's model tests, all of them
 EXITS = "tests/test_gate_exits.py"
+ORDER = "tests/test_gate_order.py"
 LOOKS = "tests/test_gate_simulation.py::test_the_looks_hold_alpha_through_the_real_spending_" \
         "and_correction"
 DRIFT = "tests/test_compat_drift.py"
@@ -82,9 +83,21 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("clock-following-the-round-is-the-codes", MODEL,
        "or same_sign < th.side_share:", "or same_sign < 0:", GATE,
        "a clock that follows the round, not the side, taken as the code's"),
-    _m("cycles-p-value-ignored", LOOK,
-       "return max(p, compare_groups(cycles, CHANGE_LEVEL, klass).p_value) if cycles else p",
-       "return p", GATE, "a change claimed in time alone where the environment moved the clock"),
+    _m("cycles-p-value-ignored", LOOK, "    if rounds.cycles:\n", "    if False:\n", GATE,
+       "a change claimed in time alone where the environment moved the clock"),
+    # ---- the order of the sides at the power cap
+    _m("order-effect-kept", LOOK,
+       "half = (statistics.fmean(first) - statistics.fmean(second)) / 2.0", "half = 0.0",
+       (ORDER,), "an at-cap case's rounds keep the first block's handicap as noise"),
+    _m("order-taken-out-off-the-cap", LOOK, "if data.capped_share(th) <= 0.5:",
+       "if data.capped_share(th) < 0.0:", (ORDER,),
+       "a case off the cap pays a degree of freedom for an effect it does not have"),
+    _m("order-fitted-for-free", STATS, "df = float(max(k - 1 - fitted, 1))",
+       "df = float(max(k - 1, 1))", (ORDER,),
+       "the order's fitted effect not paid for in the pairs' degrees of freedom"),
+    _m("order-from-one-round", LOOK, "if min(len(first), len(second)) < ORDER_MIN_ROUNDS:",
+       "if not first or not second:", (ORDER,),
+       "an order effect fitted from one round of an order, its rounds then read exactly"),
     _m("time-alone-where-cycles-disagree", LOOK,
        'if time_label == cycle_label and time_label != "NOISY":',
        'if time_label != "NOISY":', GATE, "time and cycles disagreeing, time wins"),
@@ -110,12 +123,12 @@ MUTANTS: tuple[Mutant, ...] = (
        "if 1.0 / (1.0 + band) <= same.ci_low or same.ci_high <= 1.0 + band:", GATE,
        "SAME with an interval reaching past the band"),
     _m("same-at-beta-not-two-sided", LOOK,
-       "change, same = t.compare(t.time, CHANGE_LEVEL), t.compare(t.time, 1.0 - 2.0 * beta_k)",
-       "change, same = t.compare(t.time, CHANGE_LEVEL), t.compare(t.time, 0.5)", GATE,
+       "change, same = t.compare(time, CHANGE_LEVEL), t.compare(time, 1.0 - 2.0 * beta_k)",
+       "change, same = t.compare(time, CHANGE_LEVEL), t.compare(time, 0.5)", GATE,
        "SAME's interval far narrower than its error rate allows"),
     _m("pair-offsets-ignored", LOOK,
-       "return stats.random_effects(d, level, klass.sd_floor, klass.pair_offset_sd)",
-       "return stats.random_effects(d, level, klass.sd_floor, 0.0)", GATE,
+       "return stats.random_effects(d, level, klass.sd_floor, klass.pair_offset_sd, fitted)",
+       "return stats.random_effects(d, level, klass.sd_floor, 0.0, fitted)", GATE,
        "one pair of workers claiming more precision than pairs have"),
     _m("static-figure-direction", LOOK,
        'raw = "SAME" if h == b else ("SLOW" if h > b else "FAST")',

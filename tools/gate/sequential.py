@@ -21,6 +21,7 @@ from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
 from tools.gate.look import (
     CHANGE_LEVEL,
+    case_rounds,
     claim_p,
     compare_groups,
     decide_look,
@@ -97,11 +98,10 @@ def confirm(v: Verdict, data: CaseData, th: Thresholds) -> Verdict:
         v.reason = (f"flagged {flagged} (x{v.ratio:.3f}) but not confirmed by fresh workers "
                     f"(re-measure alone moved " + ", ".join(f"x{r:.3f}" for r in moved) + ")")
         return v
-    groups = data.groups(confirm=None)
-    time = log_ratio_groups(groups, by_placement=placed)
-    cycles = log_ratio_groups(groups, True, placed) if v.attribution == "environment" else None
-    together = compare_groups(time, CHANGE_LEVEL, klass)
-    p_together = claim_p(time, cycles, klass)  # as every look judges it
+    rounds = case_rounds(data, data.groups(confirm=None), th, placed,
+                         v.attribution == "environment")
+    together = compare_groups(rounds.time, CHANGE_LEVEL, klass, rounds.fitted)
+    p_together = claim_p(rounds, klass)  # as every look judges it
     # At the run's alpha, not the flagging look's share of it: the look already held the
     # false-alarm rate (a candidate needs q below its share), and this check can only take
     # verdicts away. A +3.1% GEMM flagged at look 1 (share 0.00028), moved x1.034 by the
