@@ -26,7 +26,7 @@ class Device(Protocol):
 
     def synchronize(self) -> None: ...
 
-    def flush_l2(self) -> None: ...
+    def flush_l2(self, by_reading: bool = False) -> None: ...
 
     def move_flush(self, pad_bytes: int) -> None: ...
 
@@ -51,6 +51,7 @@ class TorchDevice:
         # Writing a buffer twice the last-level cache evicts whatever the kernel left there.
         self._flush = torch.empty(max(flush_bytes, 4) // 4, dtype=torch.int32,
                                   device=f"cuda:{index}")
+        self._sink = torch.empty((), dtype=torch.int32, device=f"cuda:{index}")
         self._clock_hz = props.clock_rate * 1e3 if hasattr(props, "clock_rate") else 1.5e9
 
     def event(self) -> Event:
@@ -59,8 +60,14 @@ class TorchDevice:
     def synchronize(self) -> None:
         self._torch.cuda.synchronize(self.index)
 
-    def flush_l2(self) -> None:
-        self._flush.zero_()
+    def flush_l2(self, by_reading: bool = False) -> None:
+        """Evict the cache: by writing the flush buffer, or by reading it (plan key
+        ``flush_by_reading``). A write leaves the cache full of dirty lines, which the
+        timed call then writes back to memory as it evicts them; a read leaves clean ones."""
+        if by_reading:
+            self._torch.sum(self._flush, 0, dtype=self._torch.int32, out=self._sink)
+        else:
+            self._flush.zero_()
 
     def move_flush(self, pad_bytes: int) -> None:
         """The flush buffer anew, behind a pad of ``pad_bytes`` (kept): other pages of
@@ -116,7 +123,7 @@ class CpuDevice:
     def synchronize(self) -> None:
         pass
 
-    def flush_l2(self) -> None:
+    def flush_l2(self, by_reading: bool = False) -> None:
         pass
 
     def move_flush(self, pad_bytes: int) -> None:

@@ -23,6 +23,12 @@ class Plan:
     graph_rep_s: float = 1e-3  # target device time of one graph replay
     max_graph_calls: int = 500  # large graphs are fragile on ROCm (tritonbench#1034)
     flush_l2: bool = True
+    # Flush by reading the buffer instead of writing it: a write leaves the cache full of
+    # dirty lines that the timed call writes back as it evicts them, where the flush
+    # buffer lies deciding how that traffic meets the call's. On an H200 a 70 us RMSNorm's
+    # blocks moved 0.47% (sd) within one worker, each block's flush buffer moved
+    # (docs/journal/2026-12-04.md, "What is left in a RMSNorm block"); an experiment's arm.
+    flush_by_reading: bool = False
     # No warm-up ends before the board's power reading (NVML's: a ~1 s average) covers the
     # kernel's own load: until then neither the power rules below nor the clock can tell
     # whether it will reach the cap. With 0.3 s, 56 of 253 warm-ups of one H200 session

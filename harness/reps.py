@@ -117,7 +117,7 @@ class Runner:
         for start, end in pairs:
             began = time.perf_counter()
             if flush:
-                dev.flush_l2()
+                dev.flush_l2(self.plan.flush_by_reading)
             if self.rep_hold_s:
                 dev.hold(self.rep_hold_s)
             start.record()

@@ -29,6 +29,7 @@ class FakeGpu:
     now: float = 0.0  # device time, seconds: when the GPU is free
     host: float = 0.0  # host time on the same axis: when the host has queued what it has
     flushes: int = 0
+    flushes_by_reading: int = 0
     launches: int = 0
     graphs: int = 0
     holds: list[float] = field(default_factory=list)
@@ -58,8 +59,9 @@ class FakeGpu:
             pass
         self.host = self.now = max(self.now, self.host)
 
-    def flush_l2(self) -> None:
+    def flush_l2(self, by_reading: bool = False) -> None:
         self.flushes += 1
+        self.flushes_by_reading += by_reading
         self._start()
         self.now += 50e-6
 

@@ -114,7 +114,7 @@ class SimGpu:
     def synchronize(self):
         pass
 
-    def flush_l2(self):
+    def flush_l2(self, by_reading=False):
         self.now += 1e-6
 
     def hold(self, seconds):

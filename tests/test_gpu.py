@@ -90,6 +90,30 @@ def test_a_host_behind_the_gpu_gets_a_hold_and_the_kernels_own_time():
     assert statistics.median(unheld.samples) > 1.5 * statistics.median(steady.samples)
 
 
+def test_a_flush_by_reading_evicts_like_one_by_writing():
+    """A 16 MB copy fits the L2 of an H200 (50 MB): without a flush it reads from the
+    cache; a flush by reading (plan key ``flush_by_reading``) sends it to memory again,
+    within 10% of a flush by writing."""
+    import torch
+
+    from harness.device import TorchDevice
+    from harness.timing import Plan, measure
+
+    x = torch.randn(1 << 21, device="cuda")  # 8 MB in, 8 MB out
+    y = torch.empty_like(x)
+    fn = lambda: torch.mul(x, 2.0, out=y)
+    device = TorchDevice(flush_bytes=1 << 27)
+    plan = Plan(trials=5, warmup_min_s=0.0, graph_below_s=0.0)
+    warm = measure([fn], device, plan.with_overrides(flush_l2=False))
+    written, read = (measure([fn], device, plan.with_overrides(flush_by_reading=by_reading))
+                     for by_reading in (False, True))
+    us = {name: statistics.median(m.samples) * 1e6
+          for name, m in (("warm", warm), ("written", written), ("read", read))}
+    print(us)
+    assert us["read"] > 1.2 * us["warm"]
+    assert us["read"] == pytest.approx(us["written"], rel=0.10)
+
+
 @pytest.mark.parametrize("backend", ["tilelang", "triton", "torch"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_gemm_is_correct_on_the_gpu(backend, dtype):

@@ -68,7 +68,7 @@ class FakeDevice:
     def synchronize(self) -> None:
         self.gpu.synchronize()
 
-    def flush_l2(self) -> None:
+    def flush_l2(self, by_reading: bool = False) -> None:
         pass
 
     def hold(self, seconds: float) -> None:

@@ -147,10 +147,25 @@ def test_timed_path_flushes_twice_the_last_level_cache(monkeypatch: pytest.Monke
     cuda = _NoCuda(monkeypatch)
 
     device = CaseRunner(device_index=0).device()
-    assert isinstance(device, TorchDevice) and cuda.devices == ["cuda:0"]
+    assert isinstance(device, TorchDevice) and set(cuda.devices) == {"cuda:0"}
     flush = device._flush
     assert flush.numel() * flush.element_size() >= 2 * tgt.l2_bytes
     device.flush_l2()  # what timing.measure calls before each timed call: writes all of it
+
+
+def test_a_flush_writes_its_whole_buffer_or_reads_it_and_leaves_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plan key ``flush_by_reading``: the read covers every element and writes none."""
+    import torch
+
+    _NoCuda(monkeypatch)
+    device = TorchDevice(flush_bytes=4096)
+    device._flush = torch.ones(1024, dtype=torch.int32)
+    device._sink = torch.zeros((), dtype=torch.int32)
+    device.flush_l2(by_reading=True)
+    assert int(device._sink) == 1024 and bool((device._flush == 1).all())
+    device.flush_l2()
+    assert not device._flush.any()
 
 
 def test_a_case_prepared_again_says_so_instead_of_repeating_its_compile(cpu_bench) -> None:

@@ -27,6 +27,17 @@ def test_long_kernel_is_event_timed_with_a_flush_per_rep():
     assert m.asv_result() == {"samples": m.samples, "number": m.number}
 
 
+def test_the_plan_says_whether_a_flush_writes_or_reads():
+    gpu = FakeGpu()
+    kernel = FakeKernel(gpu, cycles=1500e6 * 200e-6)
+    measure([kernel], gpu, Plan(**FAST))
+    assert gpu.flushes > 0 and gpu.flushes_by_reading == 0
+    gpu = FakeGpu()
+    kernel = FakeKernel(gpu, cycles=1500e6 * 200e-6)
+    m = measure([kernel], gpu, Plan(**FAST).with_overrides(flush_by_reading=True))
+    assert gpu.flushes_by_reading == gpu.flushes >= m.reps * 8
+
+
 def test_each_trial_says_how_many_reps_the_host_had_queued_ahead():
     # the GPU's time per rep is span / reps; the host's wait in synchronize is the rest
     assert reps_queued(drained_s=0.040, span_s=0.100, reps=1000) == pytest.approx(400)
