@@ -64,6 +64,16 @@ def _span(tensor: Any) -> int:
     return -(-tensor.numel() * tensor.element_size() // 4096) * 4096
 
 
+def _output_bytes(prepared: Prepared, device: Any) -> int:
+    """What one call allocates on ``device`` through torch.empty / empty_like, each request
+    rounded up to 4 KiB (a call made to see it)."""
+    from ._outputs import Recording
+
+    with Recording(device) as recording:
+        prepared.fn(*prepared.inputs[0])
+    return sum(recording.spans)
+
+
 def case_key(spec: dict[str, Any]) -> str:
     return json.dumps({k: spec.get(k) for k in ("op", "case", "dtype", "backend", "overrides")},
                       sort_keys=True)
@@ -176,8 +186,13 @@ class CaseRunner:
         arena_gb = plan.pop("placement_arena_gb", 0)
         if not isinstance(arena_gb, int | float) or arena_gb < 0:
             raise ValueError(f"plan 'placement_arena_gb' must be a number >= 0, got {arena_gb!r}")
+        outputs = plan.pop("placed_outputs", False)
+        if not isinstance(outputs, bool) or (outputs and not arena_gb):
+            raise ValueError(f"plan 'placed_outputs' must be true or false, and true only with "
+                             f"'placement_arena_gb', got {outputs!r}")
         if placements and prepared.fn is not None and prepared.inputs:
-            prepared = (self.placed_in_arena(prepared, placements, int(arena_gb * 2**30))
+            prepared = (self.placed_in_arena(prepared, placements, int(arena_gb * 2**30),
+                                             outputs)
                         if arena_gb else self.placed(prepared, placements))
         # How long the GPU had been idle (as far as this worker knows) when the warm-up
         # began: with the warm-up trace, what a case's settling depends on
@@ -213,8 +228,8 @@ class CaseRunner:
         self._placed += copies
         return dataclasses.replace(prepared, calls=calls_over(prepared.fn, copies))
 
-    def placed_in_arena(self, prepared: Prepared, placements: int,
-                        arena_bytes: int) -> Prepared:
+    def placed_in_arena(self, prepared: Prepared, placements: int, arena_bytes: int,
+                        outputs: bool = False) -> Prepared:
         """The case with its inputs copied to ``placements`` slots drawn at random from an
         arena of ``arena_bytes`` this worker keeps (plan key ``placement_arena_gb``), its
         calls cycling over the copies, the L2 flush buffer moved too. Copies made by
@@ -222,14 +237,18 @@ class CaseRunner:
         share of slow places is its own for its life (a decode GEMM: 3/4, 3/4, 16/16 and
         13/16 of its copies slow in every round, docs/journal/2026-12-03.md "Night of
         2026-12-03"); slots of one large arena are a new draw every block. An arena too
-        small for ``placements`` copies holds as many as fit (at least one)."""
+        small for ``placements`` copies holds as many as fit (at least one). ``outputs``
+        (plan key ``placed_outputs``): each copy's call allocates in its own slot too
+        (benchmarks/_outputs.py)."""
         import torch
 
         sets = [[t for t in inputs if isinstance(t, torch.Tensor)] for inputs in prepared.inputs]
         if any(not t.is_contiguous() for ts in sets for t in ts):
             return self.placed(prepared, placements)  # a strided view cannot be re-laid
         device = sets[0][0].device
-        slot_bytes = -(-sum(_span(t) for ts in sets for t in ts) // PAGE_BYTES) * PAGE_BYTES
+        out_bytes = _output_bytes(prepared, device) if outputs else 0
+        slot_bytes = -(-(sum(_span(t) for ts in sets for t in ts) + out_bytes * len(sets))
+                       // PAGE_BYTES) * PAGE_BYTES
         want = max(arena_bytes, slot_bytes)
         if self._arena is None or self._arena.numel() != want:
             self._arena = None  # its memory back before the new one is taken
@@ -237,7 +256,7 @@ class CaseRunner:
         slots = random.sample(range(self._arena.numel() // slot_bytes),
                               min(placements, self._arena.numel() // slot_bytes))
         self.device().move_flush(random.randrange(1, PAD_PAGES + 1) * PAGE_BYTES)
-        copies = []
+        copies, regions = [], []
         for slot in slots:
             offset = slot * slot_bytes
             for inputs in prepared.inputs:
@@ -251,8 +270,16 @@ class CaseRunner:
                     copy.append(view.copy_(t))
                     offset += _span(t)
                 copies.append(tuple(copy))
+                regions.append(self._arena.narrow(0, offset, out_bytes))
+                offset += out_bytes
         self._placed += copies
-        return dataclasses.replace(prepared, calls=calls_over(prepared.fn, copies))
+        if not out_bytes:
+            return dataclasses.replace(prepared, calls=calls_over(prepared.fn, copies))
+        from ._outputs import served_from
+
+        calls = [served_from(prepared.fn, copy, region)
+                 for copy, region in zip(copies, regions, strict=True)]
+        return dataclasses.replace(prepared, calls=calls)
 
     def release_placed(self) -> None:
         """The placed copies and pads back to the driver, not to torch's cache: the next

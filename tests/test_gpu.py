@@ -114,6 +114,33 @@ def test_a_flush_by_reading_evicts_like_one_by_writing():
     assert us["read"] == pytest.approx(us["written"], rel=0.10)
 
 
+@pytest.mark.parametrize("backend", ["triton", "tilelang"])
+def test_placed_outputs_on_the_gpu_are_each_copys_own_and_right(backend):
+    """Plan key ``placed_outputs`` with a real kernel: where the op allocates its output
+    through torch in Python (Triton's wrapper; TileLang's adapter, when it does), each
+    copy's output lies in its own arena slot and holds the original's values."""
+    import torch
+
+    from benchmarks._case import PAGE_BYTES, CaseRunner
+
+    runner = CaseRunner()
+    spec = {"op": "rmsnorm", "case": "deepseek-v3.kv_a_norm", "dtype": "bf16",
+            "backend": backend}
+    prepared = runner.prepare(spec)
+    expected = [call() for call in prepared.calls]  # copies cycle over the input sets
+    placed = runner.placed_in_arena(prepared, 4, 256 * PAGE_BYTES, outputs=True)
+    lo = runner._arena.data_ptr()
+    hi = lo + runner._arena.numel()
+    outs = [call() for call in placed.calls]
+    inside = [lo <= y.data_ptr() < hi for y in outs]
+    print(backend, "outputs inside the arena:", inside)
+    if backend == "triton":
+        assert all(inside) and len({y.data_ptr() for y in outs}) == len(outs)
+    for i, y in enumerate(outs):
+        torch.testing.assert_close(y, expected[i % len(expected)])
+    runner.release_placed()
+
+
 @pytest.mark.parametrize("backend", ["tilelang", "triton", "torch"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_gemm_is_correct_on_the_gpu(backend, dtype):

@@ -91,3 +91,47 @@ def test_an_arena_too_small_for_every_copy_holds_as_many_as_fit(on_host: None) -
     placed = runner.placed_in_arena(prepared, 16, PAGE_BYTES)
     assert 1 <= len(placed.calls) // len(prepared.inputs) < 16
     runner.release_placed()
+
+
+def test_placed_outputs_land_in_each_copys_own_slot(on_host: None) -> None:
+    """Plan key ``placed_outputs``: a wrapper that allocates its output at every call (as
+    a Triton op's does, ``torch.empty_like``) writes it, with each copy's call, inside that
+    copy's own arena slot, at a place of its own, with the original's values; without the
+    key, outside the arena. (Triton's interpreter allocates through torch itself, so the
+    CPU test wraps a torch computation.)"""
+    import dataclasses
+
+    import torch
+
+    from benchmarks._case import PAGE_BYTES, CaseRunner
+
+    def scaled(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        return torch.mul(x, w, out=y)
+
+    runner = CaseRunner()
+    spec = {"op": "rmsnorm", "case": "test-ragged", "dtype": "fp16", "backend": "torch"}
+    prepared = dataclasses.replace(runner.prepare(spec), fn=scaled)
+    expected = [scaled(*inputs) for inputs in prepared.inputs]  # copies cycle over the sets
+    arena_bytes = 64 * PAGE_BYTES
+    placed = runner.placed_in_arena(prepared, 4, arena_bytes, outputs=True)
+    lo = runner._arena.data_ptr()
+    hi = lo + runner._arena.numel()
+    outs = [call() for call in placed.calls]
+    assert all(lo <= y.data_ptr() < hi for y in outs)
+    assert len({y.data_ptr() for y in outs}) == len(placed.calls)
+    inputs = {t.data_ptr() for copy in runner._placed for t in copy if isinstance(t, torch.Tensor)}
+    assert inputs.isdisjoint(y.data_ptr() for y in outs)
+    for i, y in enumerate(outs):
+        torch.testing.assert_close(y, expected[i % len(expected)])
+    again = [call().data_ptr() for call in placed.calls]  # each copy keeps its own place
+    assert again == [y.data_ptr() for y in outs]
+    runner.release_placed()
+    plain = runner.placed_in_arena(prepared, 4, arena_bytes)
+    assert not any(lo <= call().data_ptr() < hi for call in plain.calls)
+    runner.release_placed()
+    result = runner.measure(spec, {**PLAN, "placements": 2, "placement_arena_gb": 0.125,
+                                   "placed_outputs": True})
+    assert len(result["samples"]) == PLAN["trials"]
+    with pytest.raises(ValueError, match="placed_outputs"):
+        runner.measure(spec, {**PLAN, "placements": 2, "placed_outputs": True})
