@@ -64,16 +64,6 @@ def _span(tensor: Any) -> int:
     return -(-tensor.numel() * tensor.element_size() // 4096) * 4096
 
 
-def _output_bytes(prepared: Prepared, device: Any) -> int:
-    """What one call allocates on ``device`` through torch.empty / empty_like, each request
-    rounded up to 4 KiB (a call made to see it)."""
-    from ._outputs import Recording
-
-    with Recording(device) as recording:
-        prepared.fn(*prepared.inputs[0])
-    return sum(recording.spans)
-
-
 def case_key(spec: dict[str, Any]) -> str:
     return json.dumps({k: spec.get(k) for k in ("op", "case", "dtype", "backend", "overrides")},
                       sort_keys=True)
@@ -239,14 +229,16 @@ class CaseRunner:
         2026-12-03"); slots of one large arena are a new draw every block. An arena too
         small for ``placements`` copies holds as many as fit (at least one). ``outputs``
         (plan key ``placed_outputs``): each copy's call allocates in its own slot too
-        (benchmarks/_outputs.py)."""
+        (harness/outputs.py)."""
         import torch
+
+        from harness.outputs import output_bytes, served_from
 
         sets = [[t for t in inputs if isinstance(t, torch.Tensor)] for inputs in prepared.inputs]
         if any(not t.is_contiguous() for ts in sets for t in ts):
             return self.placed(prepared, placements)  # a strided view cannot be re-laid
         device = sets[0][0].device
-        out_bytes = _output_bytes(prepared, device) if outputs else 0
+        out_bytes = output_bytes(prepared.fn, prepared.inputs[0], device) if outputs else 0
         slot_bytes = -(-(sum(_span(t) for ts in sets for t in ts) + out_bytes * len(sets))
                        // PAGE_BYTES) * PAGE_BYTES
         want = max(arena_bytes, slot_bytes)
@@ -273,12 +265,9 @@ class CaseRunner:
                 regions.append(self._arena.narrow(0, offset, out_bytes))
                 offset += out_bytes
         self._placed += copies
-        if not out_bytes:
-            return dataclasses.replace(prepared, calls=calls_over(prepared.fn, copies))
-        from ._outputs import served_from
-
-        calls = [served_from(prepared.fn, copy, region)
-                 for copy, region in zip(copies, regions, strict=True)]
+        calls = ([served_from(prepared.fn, copy, region)
+                  for copy, region in zip(copies, regions, strict=True)]
+                 if out_bytes else calls_over(prepared.fn, copies))
         return dataclasses.replace(prepared, calls=calls)
 
     def release_placed(self) -> None:

@@ -3,7 +3,7 @@
 An op allocates its output at every call (``torch.empty_like`` in a Triton wrapper, a
 ``torch.empty`` in TileLang's Python adapter), so torch's caching allocator hands every
 call of a block the same place, drawn again only when the block's memory goes back to the
-driver. Placed copies of the inputs (``_case.placed_in_arena``) then still share one
+driver. Placed copies of the inputs (benchmarks/_case.py ``placed_in_arena``) then still share one
 output place a block. Here a call's ``torch.empty`` and ``torch.empty_like`` requests on
 the arena's device take consecutive views of a region of the copy's own arena slot;
 allocations made inside compiled code (a torch op's own output, TVM-FFI's allocator) are
@@ -99,6 +99,14 @@ class FromRegion(TorchFunctionMode):
         view = self.region.narrow(0, self.offset, nbytes).view(dtype).view(shape)
         self.offset += span_bytes(nbytes)
         return view
+
+
+def output_bytes(fn: Any, inputs: tuple[Any, ...], device: torch.device) -> int:
+    """What one call allocates on ``device`` through torch.empty / empty_like, each request
+    rounded up to 4 KiB (a call made to see it)."""
+    with Recording(device) as recording:
+        fn(*inputs)
+    return sum(recording.spans)
 
 
 def served_from(fn: Any, inputs: tuple[Any, ...], region: torch.Tensor) -> Any:
