@@ -61,10 +61,13 @@ class Noise:
 # 0.55% a worker give 0.92%. The bandwidth workers' 0.2%: in the gate's A/A of 2026-12-02
 # (docs/journal/2026-12-02.md "Early afternoon") the 8 bandwidth cases' rounds, a new pair each,
 # scattered 0.36% (pooled sd, 39 degrees of freedom); 0.15% a block and 0.12% a worker
-# gave 0.27%, 0.2% a worker gives 0.35%.
+# gave 0.27%, 0.2% a worker gives 0.35%. Decode since its copies come from an arena and its
+# rounds are compared mode by mode (2026-12-04): 52 rounds of the two decode16 GEMMs in seven
+# H200 gates scattered 0.39% (pooled sd, 38 degrees of freedom; docs/journal/2026-12-04.md);
+# 0.15% a block and 0.25% a worker give 0.41%.
 H200 = {"compute": Noise(block=0.0045, drift=0.02, worker=0.003, df=4.0),
         "bandwidth": Noise(block=0.0015, drift=0.002, worker=0.002, df=4.0),
-        "decode": Noise(block=0.0035, drift=0.002, worker=0.0055, df=4.0)}
+        "decode": Noise(block=0.0015, drift=0.002, worker=0.0025, df=4.0)}
 
 
 def _draw(rng: np.random.Generator, noise: Noise) -> float:
@@ -150,9 +153,10 @@ def flag_rate(gates: int, effects: Mapping[str, float], noises: Mapping[str, Noi
 
 def suite(compute: int, bandwidth: int, compute_effect: float = 0.0,
           bandwidth_effect: float = 0.0, changed: int = 1, decode: int = 0,
-          noise: Mapping[str, Noise] | None = None) -> tuple[dict[str, float], dict[str, Noise]]:
-    """A suite like the PR subset: ``changed`` cases of the compute and bandwidth classes
-    carry the effect; ``decode`` cases never change. ``noise``: per class (default H200)."""
+          noise: Mapping[str, Noise] | None = None, decode_effect: float = 0.0,
+          ) -> tuple[dict[str, float], dict[str, Noise]]:
+    """A suite like the PR subset: ``changed`` cases of each class carry its effect.
+    ``noise``: per class (default H200)."""
     noise = H200 if noise is None else noise
     effects, noises = {}, {}
     for i in range(compute):
@@ -162,7 +166,7 @@ def suite(compute: int, bandwidth: int, compute_effect: float = 0.0,
         effects[BANDWIDTH.format(i)] = math.log1p(bandwidth_effect) if i < changed else 0.0
         noises[BANDWIDTH.format(i)] = noise["bandwidth"]
     for i in range(decode):
-        effects[DECODE.format(i)] = 0.0
+        effects[DECODE.format(i)] = math.log1p(decode_effect) if i < changed else 0.0
         noises[DECODE.format(i)] = noise["decode"]
     return effects, noises
 
@@ -226,6 +230,18 @@ def bandwidth_table(gates: int, th: Thresholds) -> None:
               f"{r['median_rounds']:.0f} |")
 
 
+def decode_table(gates: int, th: Thresholds) -> None:
+    """The PR subset's 2 decode cases alone: unchanged SAME, changed SLOW."""
+    print("| suite (2 decode cases) | unchanged SAME | changed SLOW | false SLOW/FAST | "
+          "rounds (median) |\n|---|---|---|---|---|")
+    for label, effect in (("A/A", 0.0), ("+2% on 1", 0.02), ("+1.5% on 1", 0.015),
+                          ("+1% on 1", 0.01)):
+        r = rates(gates, *suite(0, 0, decode=2, decode_effect=effect), th)
+        slow = f"{r['slow_decode']:.0%}" if effect else "—"
+        print(f"| {label} | {r['same_decode']:.0%} | {slow} | {r['false_alarm']:.1%} | "
+              f"{r['median_rounds']:.0f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.gate.simulate",
                                      description=__doc__.splitlines()[0])
@@ -236,10 +252,15 @@ def main(argv: list[str] | None = None) -> int:
                         "or sequential.max_rounds=10 (repeatable)")
     parser.add_argument("--bandwidth", action="store_true",
                         help="8 bandwidth cases alone (docs/gate.md, the bandwidth class)")
+    parser.add_argument("--decode", action="store_true",
+                        help="2 decode cases alone (docs/gate-evidence.md, the decode class)")
     args = parser.parse_args(argv)
     th = with_settings(args.thresholds, args.set)
     if args.bandwidth:
         bandwidth_table(args.gates, th)
+        return 0
+    if args.decode:
+        decode_table(args.gates, th)
         return 0
     print("| suite (6 compute, 8 bandwidth, 2 decode cases: the PR subset) | runs with any "
           "false SLOW/FAST | unchanged SAME: compute / bandwidth / decode | +3% compute SLOW | "
