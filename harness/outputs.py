@@ -27,7 +27,8 @@ def span_bytes(nbytes: int) -> int:
 def _request(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
              ) -> tuple[tuple[int, ...], torch.dtype, torch.device] | None:
     """(shape, dtype, device) of a contiguous allocation, or None for anything else."""
-    if kwargs.get("out") is not None or kwargs.get("pin_memory"):
+    if (kwargs.get("out") is not None or kwargs.get("pin_memory")
+            or kwargs.get("layout", torch.strided) is not torch.strided):
         return None
     if func is torch.empty_like:
         like = args[0]
@@ -39,7 +40,8 @@ def _request(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
         return (tuple(like.shape), kwargs.get("dtype") or like.dtype,
                 torch.device(device) if device is not None else like.device)
     if func is torch.empty:
-        size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+        size = kwargs.get("size", args[0] if len(args) == 1 and isinstance(args[0], (tuple, list))
+                          else args)
         device = kwargs.get("device")
         return (tuple(int(s) for s in size), kwargs.get("dtype") or torch.get_default_dtype(),
                 torch.device(device) if device is not None else torch.device("cpu"))

@@ -135,3 +135,27 @@ def test_placed_outputs_land_in_each_copys_own_slot(on_host: None) -> None:
     assert len(result["samples"]) == PLAN["trials"]
     with pytest.raises(ValueError, match="placed_outputs"):
         runner.measure(spec, {**PLAN, "placements": 2, "placed_outputs": True})
+
+
+def test_placed_outputs_serve_only_plain_allocations_on_the_regions_device() -> None:
+    """What harness/outputs.py takes from a region: torch.empty in each way of giving its
+    size, torch.empty_like of a contiguous tensor; not a strided copy, not another device's
+    or a pinned request, and nothing past the region's end."""
+    import torch
+
+    from harness.outputs import ALIGN_BYTES, FromRegion, output_bytes
+
+    region = torch.zeros(4 * ALIGN_BYTES, dtype=torch.uint8)
+    lo, hi = region.data_ptr(), region.data_ptr() + region.numel()
+    x = torch.ones(8, 16)
+    with FromRegion(region):
+        served = [torch.empty(4, 8), torch.empty((4, 8), dtype=torch.float16),
+                  torch.empty(size=(2, 2), device="cpu"), torch.empty_like(x)]
+        kept = [torch.empty_like(x.t()), torch.empty(2, 2, pin_memory=False, device="meta"),
+                torch.empty(ALIGN_BYTES * 4)]  # past the region's end
+    assert all(lo <= t.data_ptr() < hi for t in served)
+    assert len({t.data_ptr() for t in served}) == len(served)
+    assert [tuple(t.shape) for t in served] == [(4, 8), (4, 8), (2, 2), (8, 16)]
+    assert served[1].dtype == torch.float16
+    assert not any(lo <= t.data_ptr() < hi for t in kept if t.device.type == "cpu")
+    assert output_bytes(lambda a: torch.empty_like(a), (x,), torch.device("cpu")) == ALIGN_BYTES
