@@ -34,7 +34,7 @@ from typing import Any
 
 from harness import timing
 from harness.device import open_device
-from harness.prepare import Prepared, calls_over, case_what, prepare
+from harness.prepare import Prepared, calls_over, case_what, prepare, span_bytes
 from harness.telemetry import Source, open_source
 from harness.worker import WorkerClient, WorkerSpec, device_key
 
@@ -61,7 +61,7 @@ MEASURE_TIMEOUT_S = 300.0  # warm-up is capped at 5 s (timing.Plan); the trials 
 
 def _span(tensor: Any) -> int:
     """Bytes a contiguous tensor takes in an arena slot: its own, rounded up to 4 KiB."""
-    return -(-tensor.numel() * tensor.element_size() // 4096) * 4096
+    return span_bytes(tensor.numel() * tensor.element_size())
 
 
 def case_key(spec: dict[str, Any]) -> str:

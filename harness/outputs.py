@@ -12,21 +12,19 @@ not seen and stay where the allocator puts them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-ALIGN_BYTES = 4096
-
-
-def span_bytes(nbytes: int) -> int:
-    return -(-nbytes // ALIGN_BYTES) * ALIGN_BYTES
+from harness.prepare import span_bytes
 
 
 def _request(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-             ) -> tuple[tuple[int, ...], torch.dtype, torch.device] | None:
-    """(shape, dtype, device) of a contiguous allocation, or None for anything else."""
+             ) -> tuple[tuple[int, ...], torch.dtype, torch.device, int] | None:
+    """(shape, dtype, device, bytes) of a contiguous allocation, or None for anything
+    else."""
     if (kwargs.get("out") is not None or kwargs.get("pin_memory")
             or kwargs.get("layout", torch.strided) is not torch.strided):
         return None
@@ -37,15 +35,18 @@ def _request(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
                 layout is torch.preserve_format and not like.is_contiguous()):
             return None
         device = kwargs.get("device")
-        return (tuple(like.shape), kwargs.get("dtype") or like.dtype,
-                torch.device(device) if device is not None else like.device)
-    if func is torch.empty:
+        shape, dtype = tuple(like.shape), kwargs.get("dtype") or like.dtype
+        where = torch.device(device) if device is not None else like.device
+    elif func is torch.empty:
         size = kwargs.get("size", args[0] if len(args) == 1 and isinstance(args[0], (tuple, list))
                           else args)
         device = kwargs.get("device")
-        return (tuple(int(s) for s in size), kwargs.get("dtype") or torch.get_default_dtype(),
-                torch.device(device) if device is not None else torch.device("cpu"))
-    return None
+        shape = tuple(int(s) for s in size)
+        dtype = kwargs.get("dtype") or torch.get_default_dtype()
+        where = torch.device(device) if device is not None else torch.device("cpu")
+    else:
+        return None
+    return shape, dtype, where, math.prod(shape) * dtype.itemsize
 
 
 def _same_device(a: torch.device, b: torch.device) -> bool:
@@ -65,17 +66,15 @@ class Recording(TorchFunctionMode):
         kwargs = kwargs or {}
         request = _request(func, args, kwargs)
         if request is not None and _same_device(request[2], self.device):
-            shape, dtype, _ = request
-            numel = 1
-            for s in shape:
-                numel *= s
-            self.spans.append(span_bytes(numel * dtype.itemsize))
+            self.spans.append(span_bytes(request[3]))
         return func(*args, **kwargs)
 
 
 class FromRegion(TorchFunctionMode):
     """Serves requests on the region's device from consecutive views of ``region`` (bytes);
-    a request past its end is allocated as usual."""
+    a request past its end is allocated as usual. It is active inside the timed call: every
+    torch function the call makes passes through it on the host (device events time the
+    device; a host that falls behind shows in the trials' ``reps_queued``)."""
 
     def __init__(self, region: torch.Tensor) -> None:
         super().__init__()
@@ -91,11 +90,7 @@ class FromRegion(TorchFunctionMode):
         request = _request(func, args, kwargs)
         if request is None or not _same_device(request[2], self.region.device):
             return func(*args, **kwargs)
-        shape, dtype, _ = request
-        numel = 1
-        for s in shape:
-            numel *= s
-        nbytes = numel * dtype.itemsize
+        shape, dtype, _, nbytes = request
         if self.offset + nbytes > self.region.numel():
             return func(*args, **kwargs)
         view = self.region.narrow(0, self.offset, nbytes).view(dtype).view(shape)

@@ -28,6 +28,15 @@ class Prepared:
     inputs: list[tuple[Any, ...]] = field(default_factory=list)  # one tuple per call
 
 
+# Placed buffers start on 4 KiB boundaries (benchmarks/_case.py, harness/outputs.py).
+ALIGN_BYTES = 4096
+
+
+def span_bytes(nbytes: int) -> int:
+    """Bytes a buffer of ``nbytes`` takes among placed ones: rounded up to ``ALIGN_BYTES``."""
+    return -(-nbytes // ALIGN_BYTES) * ALIGN_BYTES
+
+
 def case_what(op_name: str, case_name: str, dtype: str, backend_name: str) -> str:
     """"op/case/dtype/backend": how a case is named in errors and keyed among builds."""
     return f"{op_name}/{case_name}/{dtype}/{backend_name}"

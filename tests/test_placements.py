@@ -143,7 +143,8 @@ def test_placed_outputs_serve_only_plain_allocations_on_the_regions_device() -> 
     or a pinned request, and nothing past the region's end."""
     import torch
 
-    from harness.outputs import ALIGN_BYTES, FromRegion, output_bytes
+    from harness.outputs import FromRegion, output_bytes
+    from harness.prepare import ALIGN_BYTES
 
     region = torch.zeros(4 * ALIGN_BYTES, dtype=torch.uint8)
     lo, hi = region.data_ptr(), region.data_ptr() + region.numel()

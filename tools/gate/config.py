@@ -130,10 +130,16 @@ class Thresholds:
         there the time follows the board's power, whatever bounds the kernel
         (docs/gate.md)."""
         capped = self.classes.get(self.at_cap_class)
-        if (capped is None or klass.exact or capped_share <= 0.5
+        if (capped is None or klass.exact or not mostly_capped(capped_share)
                 or capped.min_ratio <= klass.min_ratio):
             return klass
         return capped
+
+
+def mostly_capped(capped_share: float) -> bool:
+    """A case is at the power cap when more than half its blocks were held down: the cap
+    class and the order of the sides (tools/gate/look.py) go by it."""
+    return capped_share > 0.5
 
 
 def _at_cap_class(path: Path, name: str, classes: dict[str, KernelClass]) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness import stats
-from tools.gate.config import KernelClass, Thresholds
+from tools.gate.config import KernelClass, Thresholds, mostly_capped
 from tools.gate.model import (
     SIDES,
     Block,
@@ -30,7 +30,8 @@ from tools.gate.model import (
 CHANGE_LEVEL = 0.99
 # Rounds of each order before the order of the sides is fitted at the cap: with fewer, the
 # degree of freedom it costs weighs more than the spread it removes (four capped GEMM
-# rounds of +1.7 to +2.5% lost their SLOW to t with 2 df: H200 gate of 2026-12-04 replayed,
+# rounds of +1.7 to +2.5% lost their SLOW to t with 2 df: the gate of 2026-12-04 01:06 UTC on
+# an H200, GPU-f7b1c892, replayed;
 # docs/gate-evidence.md "The order of the sides at the cap").
 ORDER_MIN_ROUNDS = 3
 
@@ -80,7 +81,7 @@ def case_rounds(data: CaseData, groups: Sequence[Sequence[tuple[Block, Block]]],
     sides (``without_order``)."""
     time = log_ratio_groups(groups, by_placement=placed)
     cycles = log_ratio_groups(groups, True, placed) if environment else None
-    if data.capped_share(th) <= 0.5:
+    if not mostly_capped(data.capped_share(th)):
         return Rounds(time, cycles)
     orders = [[b.first_in(h) for b, h in g] for g in groups]
     time, fitted = without_order(time, orders)
@@ -96,7 +97,8 @@ def without_order(d: list[list[float]], base_first: list[list[bool | None]]
     order has ``ORDER_MIN_ROUNDS`` at least. At the power cap the first block of a round follows
     another case's load: a softmax at the cap read 0.8-1.2% slower first in both runs of
     a night, its rounds alternating in sign (sd 1.1-1.4%, 0.6-0.7% with the order taken
-    out: H200, 2026-12-04, docs/gate-evidence.md "The order of the sides at the cap").
+    out: H200 GPU-f7b1c892, 2026-12-04, docs/gate-evidence.md "The order of the sides at
+    the cap").
     The sides alternate, so the estimate of the change is the mean of the two orders'
     means, whatever the effect is."""
     flat = [(x, o) for g, og in zip(d, base_first, strict=True) for x, o in zip(g, og, strict=True)]

@@ -53,7 +53,8 @@ DIGESTS = "benchmarks/_digests.py"
 
 MUTANTS: tuple[Mutant, ...] = (
     # ---- the class at the power cap (issue 27's first survivor)
-    _m("cap-class-only-when-all-capped", CONF, "capped_share <= 0.5", "capped_share < 1.0",
+    _m("cap-class-only-when-all-capped", CONF, "return capped_share > 0.5",
+       "return capped_share >= 1.0",
        GATE, "a case mostly at the power cap judged by its rule's tighter class"),
     _m("cap-class-even-if-looser", CONF,
        "\n                or capped.min_ratio <= klass.min_ratio)", ")", GATE,
@@ -89,8 +90,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("order-effect-kept", LOOK,
        "half = (statistics.fmean(first) - statistics.fmean(second)) / 2.0", "half = 0.0",
        (ORDER,), "an at-cap case's rounds keep the first block's handicap as noise"),
-    _m("order-taken-out-off-the-cap", LOOK, "if data.capped_share(th) <= 0.5:",
-       "if data.capped_share(th) < 0.0:", (ORDER,),
+    _m("order-taken-out-off-the-cap", LOOK, "if not mostly_capped(data.capped_share(th)):",
+       "if False:", (ORDER,),
        "a case off the cap pays a degree of freedom for an effect it does not have"),
     _m("order-fitted-for-free", STATS, "df = float(max(k - 1 - fitted, 1))",
        "df = float(max(k - 1, 1))", (ORDER,),
