@@ -36,6 +36,14 @@ class Plan:
     # s and their trials then reached it (14 capped GEMMs read 1.7% fast, median); 1 s
     # would have cost those records 0.14 s a measurement.
     warmup_min_s: float = 1.0
+    # ... unless the board draws under cap_near_fraction of its limit by the energy
+    # counter (the energy used, no average behind it) and by the averaged reading alike:
+    # then the warm-up may end after this long, once its times and clocks agree. Such a
+    # kernel cannot be held down by the cap, so neither the power window nor the
+    # averaged reading's settling concerns it. A row-op case warmed up 1.40-1.43 s
+    # (median, H200, 2026-12-03, docs/journal/2026-12-03.md "Morning of 2026-12-03"),
+    # most of it that settling. 0: off.
+    cool_warmup_min_s: float = 0.3
     # 252 of 253 warm-ups of an H200 session (0.3 s minimum) settled, in 1.63 s (median;
     # p90 1.83 s, longest 3.77 s; 2026-12-02, docs/journal/2026-12-02.md "Morning of 2026-12-02")
     warmup_max_s: float = 5.0

@@ -71,6 +71,7 @@ class Measurement:
     # Each warm-up trial: end (s after the warm-up began), median seconds per call, SM
     # clock and board power. What settling took, case by case, from whole-suite runs.
     warmup_trace: list[dict[str, float | None]] = field(default_factory=list)
+    warmup_cool: bool = False  # the warm-up ended by the cool rule (``Plan.cool_warmup_min_s``)
     # Why the trials ended (``trials_stop``): "fixed" (adaptive trials off), "precise"
     # (the median known to ``stop_rel_ci``), "max_trials" (not precise within the most),
     # "at_cap" (no early stop at the power cap). ``median_rel_half_width``: the 95%
@@ -156,6 +157,7 @@ def measure(
         host_rep_s=host_rep_s,
         rep_hold_s=runner.rep_hold_s,
         warmup_trace=warm.trace,
+        warmup_cool=warm.cool,
         trials_stop=trials.stop,
         median_rel_half_width=median_rel_half_width(trials.samples),
     )

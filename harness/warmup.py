@@ -70,6 +70,33 @@ def _cap_wait_s(ends: Sequence[float], powers: Sequence[float | None],
     return max(0.0, wait)
 
 
+# How finely the sampler polls during a warm-up, so the energy counter's update instants
+# (every ~100 ms on an H200, docs/journal/2026-12-01.md "Energy counter") are known to a few
+# ms, and the least span of updates a cool warm-up's power is read over
+WARMUP_POLL_S = 0.005
+COOL_COUNTER_SPAN_S = 0.15
+
+
+def _counter_watts(sampler: Sampler, t0: float, t1: float) -> float | None:
+    """Mean watts in [t0, t1] between the energy counter's first and last update there;
+    None without a counter or with updates less than ``COOL_COUNTER_SPAN_S`` apart."""
+    updates = sampler.counter_updates(t0, t1)
+    if len(updates) < 2 or updates[-1][0] - updates[0][0] < COOL_COUNTER_SPAN_S:
+        return None
+    (ta, ea), (tb, eb) = updates[0], updates[-1]
+    return (eb - ea) / (tb - ta)
+
+
+def _cool(counter_w: float | None, averaged_w: float | None, limit_w: float | None,
+          plan: Plan) -> bool:
+    """Far enough from the power cap that the cap cannot hold the clock down: under
+    ``cap_near_fraction`` of the limit by the energy counter and by the averaged reading
+    (which, after a capped case, still carries that case's load for ~1 s)."""
+    if counter_w is None or averaged_w is None or not limit_w:
+        return False
+    return max(counter_w, averaged_w) < plan.cap_near_fraction * limit_w
+
+
 @dataclass(frozen=True)
 class WarmUp:
     trials: int
@@ -77,6 +104,7 @@ class WarmUp:
     settled: bool
     at_cap: bool  # its last trial's board power was at the cap
     trace: list[dict[str, float | None]] = field(default_factory=list)
+    cool: bool = False  # ended by the cool rule (``Plan.cool_warmup_min_s``)
 
 
 def warm_up(runner: Runner, reps: int, plan: Plan, sampler: Sampler,
@@ -93,9 +121,19 @@ def warm_up(runner: Runner, reps: int, plan: Plan, sampler: Sampler,
     medians of the last two groups of ``settle_trials`` agree within half of it: the
     drift is over even if the noise is not (a warm-up took 7.9 s under the first rule
     alone). Near the power limit it also runs as long as ``_cap_wait_s`` says; at the
-    limit, the level holding within ``settle_tol`` settles it (``_settled``).
+    limit, the level holding within ``settle_tol`` settles it (``_settled``). A board
+    that draws well under its limit by the energy counter and the averaged reading alike
+    (``_cool``) settles on times and clocks alone, from ``cool_warmup_min_s`` on.
     """
     start = clock() if began is None else began  # the host's probe ran from ``began``
+    if 0 < plan.cool_warmup_min_s < plan.warmup_min_s:
+        with sampler.polling_every(WARMUP_POLL_S):
+            return _warm_up(runner, reps, plan, sampler, clock, start)
+    return _warm_up(runner, reps, plan, sampler, clock, start)
+
+
+def _warm_up(runner: Runner, reps: int, plan: Plan, sampler: Sampler,
+             clock: Callable[[], float], start: float) -> WarmUp:
     values: list[float] = []
     clocks: list[float | None] = []
     powers: list[float | None] = []
@@ -116,6 +154,11 @@ def warm_up(runner: Runner, reps: int, plan: Plan, sampler: Sampler,
         elapsed = t1 - start
         trace.append({"t_s": round(elapsed, 4), "s": values[-1], "mhz": clocks[-1],
                       "w": powers[-1]})
+        if (0 < plan.cool_warmup_min_s < plan.warmup_min_s
+                and elapsed >= plan.cool_warmup_min_s
+                and _cool(_counter_watts(sampler, start, t1), powers[-1], limits[-1], plan)
+                and _settled(values, clocks, plan)):
+            return WarmUp(n, elapsed, True, False, trace, cool=True)
         at_cap = _at_cap(powers[-1], limits[-1], plan)
         if (elapsed >= plan.warmup_min_s and _cap_wait_s(ends, powers, limits, start, plan) == 0
                 and _settled(values, clocks, plan, powers, at_cap)):

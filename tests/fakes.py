@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.telemetry import Reading
+from harness.timing import Measurement, Plan, measure
 
 
 @dataclass
@@ -135,3 +136,27 @@ class ScriptedSource:
 
     def close(self) -> None:
         pass
+
+
+def measure_on_a_counter(counter_period_s: float, plan: Plan, counter_w: float = 300.0,
+                         reading_w: float = 300.0, counter: bool = True) -> Measurement:
+    """``measure`` of a 1 ms kernel (1 ms of host time too) at 1500 MHz on a board drawing
+    ``counter_w`` of a 700 W limit, its energy counter moving every ``counter_period_s``
+    (NVML's: ~100 ms; none without ``counter``), its averaged power reading ``reading_w``
+    and its temperature rising 1 C every 100 ms."""
+    gpu, began = FakeGpu(), time.perf_counter()
+
+    def kernel() -> None:
+        time.sleep(0.001)
+        gpu.run_cycles(1500e6 * 1e-3)
+
+    class Board(ScriptedSource):
+        def read(self) -> Reading:
+            t = time.perf_counter() - began
+            counted = counter_period_s * (t // counter_period_s)
+            return Reading(t=began + t, sm_clock_mhz=1500.0, power_w=reading_w,
+                           power_limit_w=700.0, throttle_bits=0, temperature_c=40 + t * 10,
+                           energy_j=1000.0 + counter_w * counted if counter else None)
+
+    return measure([kernel], gpu, plan, Board(gpu, host_to_device=lambda t: t),
+                   sampler_period_s=0.005)

@@ -135,19 +135,24 @@ def test_the_suite_asks_for_its_cases_precision_unless_the_plan_names_one(
 
 
 def test_the_runs_summary_counts_trials_and_why_they_stopped(tmp_path: Path) -> None:
-    def write(name: str, samples: int, stop: str, age_s: float = 0.0) -> None:
+    def write(name: str, samples: int, stop: str, warmup_s: float, cool: bool,
+              age_s: float = 0.0) -> None:
         path = tmp_path / "m" / "c-env" / "bench" / f"{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"measurement": {"samples": [1.0] * samples,
-                                                    "trials_stop": stop}}))
+                                                    "trials_stop": stop, "warmup_s": warmup_s,
+                                                    "warmup_cool": cool}}))
         os.utime(path, (time.time() - age_s,) * 2)
 
-    for i, (n, stop) in enumerate([(3, "precise"), (4, "precise"), (10, "at_cap")]):
-        write(f"case{i}", n, stop)
-    write("earlier", 10, "fixed", age_s=3600)
+    for i, (n, stop, warm, cool) in enumerate([(3, "precise", 0.31, True),
+                                               (4, "precise", 1.42, False),
+                                               (10, "at_cap", 1.71, False)]):
+        write(f"case{i}", n, stop, warm, cool)
+    write("earlier", 10, "fixed", 9.0, True, age_s=3600)
     line = trials_summary(tmp_path, since=time.time() - 60)
     assert line == ("kperf: trials: 3 measurements, median 4 (3-10), 17 in all; "
-                    "stopped: 2 precise, 1 at_cap")
+                    "stopped: 2 precise, 1 at_cap; warm-ups: median 1.42 s, 1 of 3 ended "
+                    "far from the power cap")
     assert trials_summary(tmp_path / "none") == ""
 
 

@@ -30,7 +30,9 @@ def test_thresholds_errors_name_the_file_and_field(tmp_path: Path) -> None:
             (lambda r: r["rules"][1].__setitem__("class", "warp-bound"), "/rules/1/class"),
             (lambda r: r["sequential"].__setitem__("max_rounds", 2), "/sequential/max_rounds"),
             (lambda r: r.__setitem__("at_cap_class", "static"), "/at_cap_class"),
-            (lambda r: r.__setitem__("at_cap_class", "warp-bound"), "/at_cap_class")):
+            (lambda r: r.__setitem__("at_cap_class", "warp-bound"), "/at_cap_class"),
+            (lambda r: r["classes"]["bandwidth"].__setitem__("placement_arena_gb", 0),
+             "/classes/bandwidth/placed_outputs")):
         broken = json.loads(json.dumps(raw))
         mutate(broken)
         path.write_text(json.dumps(broken))

@@ -90,10 +90,12 @@ def test_a_host_behind_the_gpu_gets_a_hold_and_the_kernels_own_time():
     assert statistics.median(unheld.samples) > 1.5 * statistics.median(steady.samples)
 
 
-def test_a_flush_by_reading_evicts_like_one_by_writing():
+def test_a_flush_by_reading_evicts_and_costs_no_more_than_one_by_writing():
     """A 16 MB copy fits the L2 of an H200 (50 MB): without a flush it reads from the
-    cache; a flush by reading (plan key ``flush_by_reading``) sends it to memory again,
-    within 10% of a flush by writing."""
+    cache; a flush by reading (plan key ``flush_by_reading``) sends it to memory again. A
+    flush by writing leaves dirty lines the timed call may write back: on an H200
+    (2026-12-04) 8.26 against 7.23 us by reading in one run, 8.58 against 8.42 in the
+    next, ~6 us unflushed."""
     import torch
 
     from harness.device import TorchDevice
@@ -111,7 +113,7 @@ def test_a_flush_by_reading_evicts_like_one_by_writing():
           for name, m in (("warm", warm), ("written", written), ("read", read))}
     print(us)
     assert us["read"] > 1.2 * us["warm"]
-    assert us["read"] == pytest.approx(us["written"], rel=0.10)
+    assert us["read"] < 1.05 * us["written"]
 
 
 @pytest.mark.parametrize("backend", ["triton", "tilelang"])
@@ -182,3 +184,44 @@ def test_every_ops_inputs_are_drawn_on_the_device_the_same_per_seed():
         for a, b in zip(first, again, strict=True):
             assert not isinstance(a, torch.Tensor) or torch.equal(a.float(), b.float()), op.name
         assert not torch.equal(tensors[0].float(), other[0].float()), op.name
+
+
+def test_a_copy_after_a_capped_gemm_ends_its_warm_up_early_at_the_same_level():
+    """The cool rule (``Plan.cool_warmup_min_s``) on the real board: right after a GEMM at
+    the 700 W cap, a 256 MB copy (well under it) ends its warm-up before the averaged
+    reading's second, once the reading has come down, and reads what a full warm-up
+    reads; the GEMM itself never ends early."""
+    import time
+
+    import torch
+
+    from harness.device import TorchDevice
+    from harness.telemetry import open_source
+    from harness.timing import Plan, measure
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    gemm = [lambda: a @ a]
+    src = torch.randn(1 << 26, device="cuda")
+    dst = torch.empty_like(src)
+    copy = [lambda: dst.copy_(src)]
+    device, source = TorchDevice(flush_bytes=1 << 27), open_source()
+    plan = Plan(trials=5, energy_s=0)
+
+    def after_gemm(calls, p):
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            gemm[0]()
+        torch.cuda.synchronize()
+        return measure(calls, device, p, source)
+
+    capped = after_gemm(gemm, plan)
+    quick = after_gemm(copy, plan)
+    full = after_gemm(copy, plan.with_overrides(cool_warmup_min_s=0.0))
+    print(f"gemm warm-up {capped.warmup_s:.2f} s cool={capped.warmup_cool}; copy "
+          f"{quick.warmup_s:.2f} s cool={quick.warmup_cool} "
+          f"{statistics.median(quick.samples) * 1e6:.2f} us, full {full.warmup_s:.2f} s "
+          f"{statistics.median(full.samples) * 1e6:.2f} us")
+    assert not capped.warmup_cool
+    assert quick.warmup_cool and quick.warmup_s < full.warmup_s and quick.warmup_s < 1.0
+    assert statistics.median(quick.samples) == pytest.approx(
+        statistics.median(full.samples), rel=0.01)

@@ -10,7 +10,7 @@ from harness.reps import reps_queued
 from harness.timing import Plan, measure
 from harness.warmup import _cap_wait_s, _settled
 
-from .fakes import FakeGpu, FakeKernel
+from .fakes import FakeGpu, FakeKernel, measure_on_a_counter
 
 FAST = dict(min_trial_s=0.002, warmup_min_s=0.0, trials=8)
 
@@ -365,38 +365,10 @@ def test_a_measurement_at_the_power_cap_takes_trials_at_cap(power_w: float, at_c
     assert len(m.samples) == len(m.windows) == (5 if at_cap else 2)
 
 
-def _measure_energy(counter_period_s: float, plan: Plan):
-    """``measure`` of a 1 ms kernel (1 ms of host time too) on a board drawing 300 W whose
-    energy counter moves every ``counter_period_s`` (NVML's: ~100 ms) and whose
-    temperature rises 1 C every 100 ms."""
-    import time
-
-    from harness.telemetry import Reading
-
-    from .fakes import ScriptedSource
-
-    gpu, began = FakeGpu(), time.perf_counter()
-
-    def kernel() -> None:
-        time.sleep(0.001)
-        gpu.run_cycles(1500e6 * 1e-3)
-
-    class Board(ScriptedSource):
-        def read(self) -> Reading:
-            t = time.perf_counter() - began
-            counted = counter_period_s * (t // counter_period_s)
-            return Reading(t=began + t, sm_clock_mhz=1500.0, power_w=300.0,
-                           power_limit_w=700.0, throttle_bits=0, temperature_c=40 + t * 10,
-                           energy_j=1000.0 + 300.0 * counted)
-
-    return measure([kernel], gpu, plan, Board(gpu, host_to_device=lambda t: t),
-                   sampler_period_s=0.005)
-
-
 def test_energy_bursts_each_keep_their_energy_counter_updates_and_the_boards_state():
     plan = Plan(trials=2, min_trial_s=0.02, warmup_min_s=0.0, warmup_max_s=1.0,
                 energy_s=0.15, energy_bursts=3)
-    m = _measure_energy(0.02, plan)
+    m = measure_on_a_counter(0.02, plan)
     burst = m.energy_burst
     per_call = burst["energy_per_call_j"]
     assert burst["bursts"] == len(per_call) == len(burst["per_burst"]) == 3
@@ -415,7 +387,7 @@ def test_energy_bursts_each_keep_their_energy_counter_updates_and_the_boards_sta
 def test_a_burst_the_counter_does_not_move_in_twice_takes_the_power_readings():
     plan = Plan(trials=2, min_trial_s=0.02, warmup_min_s=0.0, warmup_max_s=1.0,
                 energy_s=0.05, energy_bursts=1)
-    m = _measure_energy(10.0, plan)
+    m = measure_on_a_counter(10.0, plan)
     (b,) = m.energy_burst["per_burst"]
     assert b["power_from"] == "power readings" and b["counter_updates"] <= 1
     assert m.energy_burst["spread"] is None  # one burst: no spread of its own

@@ -36,6 +36,7 @@ class KernelClass:
     level_by_placement: bool = False  # a block's figure: the mean of its placed copies' medians
     placements: int | None = None  # its blocks' copies (None: sequential.placements)
     placement_arena_gb: float = 0.0  # ... drawn from slots of an arena this large (0: pads)
+    placed_outputs: bool = False  # each copy's own allocations served from its arena slot
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,10 @@ class Thresholds:
                 raise ConfigError(path, f"same_ratio {klass.same_ratio} is below min_ratio "
                                         f"{klass.min_ratio}: changes between the two could "
                                         f"never be decided", f"/classes/{name}/same_ratio")
+            if klass.placed_outputs and not klass.placement_arena_gb:
+                raise ConfigError(path, "placed_outputs needs placement_arena_gb: a copy's "
+                                        "outputs are served from its arena slot",
+                                  f"/classes/{name}/placed_outputs")
         rules = tuple(_rule(path, i, r, classes) for i, r in enumerate(raw["rules"]))
         for i, regex in enumerate(raw["pr_subset"]):
             _compile(path, f"/pr_subset/{i}", regex)
@@ -159,7 +164,8 @@ def _klass(name: str, spec: dict[str, Any]) -> KernelClass:
                        same_ratio=None if same is None else float(same),
                        level_by_placement=bool(spec.get("level_by_placement", False)),
                        placements=spec.get("placements"),
-                       placement_arena_gb=float(spec.get("placement_arena_gb", 0.0)))
+                       placement_arena_gb=float(spec.get("placement_arena_gb", 0.0)),
+                       placed_outputs=bool(spec.get("placed_outputs", False)))
 
 
 def _compile(path: Path, pointer: str, regex: str) -> re.Pattern[str]:

@@ -4,7 +4,8 @@ edit (one snippet of one file, replaced) that a test must notice, and the tests 
 The decision code: the verdict model (tools/gate/model.py, tools/gate/look.py), its statistics
 (harness/stats.py), the looks and the re-measure (tools/gate/sequential.py), the class
 choice at the power cap and the thresholds' checks (tools/gate/config.py, tools/config.py),
-the exit codes (tools/gate/errors.py, sequential.py, cli.py), the digests that decide
+the exit codes (tools/gate/errors.py, sequential.py, cli.py), the warm-up's early end far
+from the cap (harness/warmup.py), the digests that decide
 what is measured at all (tools/gate/plan.py, benchmarks/_suites.py), and the history's
 threshold rule (tools/history/spreads.py). docs/reliability.md
 has the last run's table.
@@ -184,6 +185,19 @@ MUTANTS: tuple[Mutant, ...] = (
        "return isinstance(instance, int) and not isinstance(instance, bool)",
        "return isinstance(instance, int | float) and not isinstance(instance, bool)",
        ("tests/test_config.py",), "min_rounds: 3.0 accepted, a TypeError later"),
+    _m("placed-outputs-without-an-arena", CONF,
+       "if klass.placed_outputs and not klass.placement_arena_gb:", "if False:", GATE,
+       "a class asks for placed outputs with no arena: every block of it fails in a worker"),
+    _m("placed-outputs-not-asked-for", "tools/gate/measure.py",
+       '**({"placed_outputs": True}', '**({"placed_outputs": False}', GATE,
+       "the bandwidth class's blocks measured with the op's output where the allocator "
+       "puts it (0.5% a block)"),
+    # ---- the warm-up's early end far from the power cap
+    _m("cool-by-either-reading", "harness/warmup.py",
+       "return max(counter_w, averaged_w) < plan.cap_near_fraction * limit_w",
+       "return min(counter_w, averaged_w) < plan.cap_near_fraction * limit_w",
+       ("tests/test_warmup_cool.py",),
+       "a kernel heading for the cap (its averaged reading still low) stops warming up early"),
     # ---- digests: what is measured at all
     _m("op-digest-counts-other-ops", "tools/gate/plan.py",
        "\n                or any(d in path.parents for d in others)):", "):", GATE,

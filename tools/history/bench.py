@@ -89,9 +89,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def trials_summary(records: Path, since: float = 0.0) -> str:
     """How many trials the run's measurements took and why they stopped (harness/timing.py,
-    adaptive trials), from the records written at or after ``since`` ('' if none)."""
+    adaptive trials), and their warm-ups (harness/warmup.py), from the records written at
+    or after ``since`` ('' if none)."""
     taken: list[int] = []
     stops: dict[str, int] = {}
+    warmups_s: list[float] = []
+    cool = 0
     for path in records.rglob("*.json") if records.is_dir() else []:
         if path.stat().st_mtime < since:  # an earlier run's: not read at all
             continue
@@ -104,11 +107,16 @@ def trials_summary(records: Path, since: float = 0.0) -> str:
         taken.append(len(m["samples"]))
         stop = m.get("trials_stop", "fixed")
         stops[stop] = stops.get(stop, 0) + 1
+        if isinstance(m.get("warmup_s"), int | float):
+            warmups_s.append(m["warmup_s"])
+            cool += bool(m.get("warmup_cool"))
     if not taken:
         return ""
     why = ", ".join(f"{n} {stop}" for stop, n in sorted(stops.items(), key=lambda kv: -kv[1]))
+    warm = (f"; warm-ups: median {statistics.median(warmups_s):.2f} s, {cool} of "
+            f"{len(warmups_s)} ended far from the power cap" if warmups_s else "")
     return (f"kperf: trials: {len(taken)} measurements, median {statistics.median(taken):g} "
-            f"({min(taken)}-{max(taken)}), {sum(taken)} in all; stopped: {why}")
+            f"({min(taken)}-{max(taken)}), {sum(taken)} in all; stopped: {why}{warm}")
 
 
 def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
