@@ -69,7 +69,8 @@ class Measurement:
     # 2026-12-02": a decode GEMM read 88 to ~101 us by placement).
     input_set_medians_s: list[float] = field(default_factory=list)
     # Each warm-up trial: end (s after the warm-up began), median seconds per call, SM
-    # clock and board power. What settling took, case by case, from whole-suite runs.
+    # clock, board power (the averaged reading) and the energy counter's mean power since
+    # the warm-up began. What settling took, case by case, from whole-suite runs.
     warmup_trace: list[dict[str, float | None]] = field(default_factory=list)
     warmup_cool: bool = False  # the warm-up ended by the cool rule (``Plan.cool_warmup_min_s``)
     # Why the trials ended (``trials_stop``): "fixed" (adaptive trials off), "precise"

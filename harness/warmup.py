@@ -77,16 +77,6 @@ WARMUP_POLL_S = 0.005
 COOL_COUNTER_SPAN_S = 0.15
 
 
-def _counter_watts(sampler: Sampler, t0: float, t1: float) -> float | None:
-    """Mean watts in [t0, t1] between the energy counter's first and last update there;
-    None without a counter or with updates less than ``COOL_COUNTER_SPAN_S`` apart."""
-    updates = sampler.counter_updates(t0, t1)
-    if len(updates) < 2 or updates[-1][0] - updates[0][0] < COOL_COUNTER_SPAN_S:
-        return None
-    (ta, ea), (tb, eb) = updates[0], updates[-1]
-    return (eb - ea) / (tb - ta)
-
-
 def _cool(counter_w: float | None, averaged_w: float | None, limit_w: float | None,
           plan: Plan) -> bool:
     """Far enough from the power cap that the cap cannot hold the clock down: under
@@ -152,11 +142,12 @@ def _warm_up(runner: Runner, reps: int, plan: Plan, sampler: Sampler,
         ends.append(t1)
         n += 1
         elapsed = t1 - start
+        counter_w = sampler.counter_power(start, t1, COOL_COUNTER_SPAN_S)
         trace.append({"t_s": round(elapsed, 4), "s": values[-1], "mhz": clocks[-1],
-                      "w": powers[-1]})
+                      "w": powers[-1], "counter_w": counter_w})
         if (0 < plan.cool_warmup_min_s < plan.warmup_min_s
                 and elapsed >= plan.cool_warmup_min_s
-                and _cool(_counter_watts(sampler, start, t1), powers[-1], limits[-1], plan)
+                and _cool(counter_w, powers[-1], limits[-1], plan)
                 and _settled(values, clocks, plan)):
             return WarmUp(n, elapsed, True, False, trace, cool=True)
         at_cap = _at_cap(powers[-1], limits[-1], plan)

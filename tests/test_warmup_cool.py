@@ -20,6 +20,7 @@ def test_a_board_far_from_its_cap_by_the_energy_counter_ends_the_warm_up_early()
     assert m.settled and m.warmup_cool and not m.at_cap
     assert COOL.cool_warmup_min_s <= m.warmup_s < COOL.warmup_min_s, m.warmup_s
     assert m.as_record()["warmup_cool"] is True
+    assert m.warmup_trace[-1]["counter_w"] == pytest.approx(400.0, rel=0.1)
 
 
 @pytest.mark.parametrize(("counter_w", "reading_w", "counter", "why"), [

@@ -4,7 +4,8 @@
 # Steps (each bounded by STEP_TIMEOUT seconds, default 300; outputs under $OUT):
 # At most 8 files come back from a call: steps tar their logs with their data.
 #   info                       GPU, driver, clocks, versions
-#   tests                      the GPU-only pytest tests
+#   tests[:<expr>]             the GPU-only pytest tests (those pytest -k <expr> selects), with
+#                              what they print (-s)
 #   noise                      tools.lab.noise collect (gate statistics offline)
 #   sampler                    paired sampler A/B (SAMPLER_PAIRS per kernel, default 60)
 #   perf:<ops>[:cases[:per-op[:dtypes]]]   tools.history.perf (PERF_PLAN, PERF_VARIANTS: JSON)
@@ -87,9 +88,11 @@ for step in "$@"; do
       nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu --format=csv
       python3 -c "import torch, triton, tilelang; print(torch.__version__, triton.__version__, tilelang.__version__)"
       git log --oneline | head -3 ;;
-    tests)
-      timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider tests/ > "$out/gpu_tests.txt" 2>&1
-      tail -30 "$out/gpu_tests.txt" ;;
+    tests|tests:*)
+      select=${step#tests}; select=${select#:}
+      timeout "$limit" python3 -m pytest -q -m gpu -p no:cacheprovider ${select:+-k "$select"} \
+        -s tests/ > "$out/gpu_tests${select:+-some}.txt" 2>&1
+      grep -E "^(PASSED|FAILED)|passed|failed|^E " "$out/gpu_tests${select:+-some}.txt" | tail -30 ;;
     noise)
       timeout "$limit" python3 -m tools.lab.noise collect --out "$out/noise.json" ;;
     sampler)

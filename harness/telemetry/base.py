@@ -194,17 +194,18 @@ class Sampler:
         finally:
             self.period_s = usual
 
-    def counter_power(self, t0: float, t1: float) -> float | None:
+    def counter_power(self, t0: float, t1: float, min_span_s: float = 0.0) -> float | None:
         """Mean watts in [t0, t1] (shifted by the lag) from the energy counter's own
         update instants: the first and last change of the counter inside the span.
 
         NVML's counter moves only every ~100 ms (H200, 2026-12-01, docs/journal/2026-12-01.md), so
         the difference of two readings says little about a span of a few hundred ms; between two of
         its updates, though, it holds exactly the energy used. Polled every few ms, the
-        update instants are known to that precision. None with fewer than two updates.
+        update instants are known to that precision. None with fewer than two updates, or
+        with its first and last less than ``min_span_s`` apart.
         """
         updates = self.counter_updates(t0, t1)
-        if len(updates) < 2 or updates[-1][0] <= updates[0][0]:
+        if len(updates) < 2 or updates[-1][0] - updates[0][0] <= max(min_span_s, 0.0):
             return None
         (ta, ea), (tb, eb) = updates[0], updates[-1]
         return (eb - ea) / (tb - ta)
