@@ -186,7 +186,7 @@ def test_every_ops_inputs_are_drawn_on_the_device_the_same_per_seed():
         assert not torch.equal(tensors[0].float(), other[0].float()), op.name
 
 
-def test_a_copy_after_a_capped_gemm_ends_its_warm_up_early_at_the_same_level():
+def test_the_cool_rule_ends_a_copys_warm_up_after_a_capped_gemm_early_at_its_level():
     """The cool rule (``Plan.cool_warmup_min_s``) on the real board: right after a GEMM at
     the 700 W cap, a 256 MB copy (well under it) ends its warm-up before the averaged
     reading's second, once the reading has come down, and reads what a full warm-up
