@@ -190,7 +190,8 @@ def test_the_cool_rule_ends_a_copys_warm_up_after_a_capped_gemm_early_at_its_lev
     """The cool rule (``Plan.cool_warmup_min_s``) on the real board: right after a GEMM at
     the 700 W cap, a 256 MB copy (well under it) ends its warm-up before the averaged
     reading's second, once the reading has come down, and reads what a full warm-up
-    reads; the GEMM itself never ends early."""
+    reads; the GEMM never ends early, from idle either, where the averaged reading starts
+    low and only the energy counter sees its load."""
     import time
 
     import torch
@@ -214,13 +215,18 @@ def test_the_cool_rule_ends_a_copys_warm_up_after_a_capped_gemm_early_at_its_lev
         torch.cuda.synchronize()
         return measure(calls, device, p, source)
 
+    time.sleep(3.0)  # idle: the averaged reading starts low and lags the GEMM's load
+    from_idle = measure(gemm, device, plan, source)
     capped = after_gemm(gemm, plan)
     quick = after_gemm(copy, plan)
     full = after_gemm(copy, plan.with_overrides(cool_warmup_min_s=0.0))
+    print(f"gemm from idle {from_idle.warmup_s:.2f} s cool={from_idle.warmup_cool} "
+          f"trace {from_idle.warmup_trace[:4]}")
     print(f"gemm warm-up {capped.warmup_s:.2f} s cool={capped.warmup_cool}; copy "
           f"{quick.warmup_s:.2f} s cool={quick.warmup_cool} "
           f"{statistics.median(quick.samples) * 1e6:.2f} us, full {full.warmup_s:.2f} s "
           f"{statistics.median(full.samples) * 1e6:.2f} us")
+    assert not from_idle.warmup_cool and from_idle.warmup_s >= plan.warmup_min_s
     assert not capped.warmup_cool
     assert quick.warmup_cool and quick.warmup_s < full.warmup_s and quick.warmup_s < 1.0
     assert statistics.median(quick.samples) == pytest.approx(
