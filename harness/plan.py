@@ -80,6 +80,14 @@ class Plan:
     host_ahead_reps: float = 8.0
     host_margin: float = 1.5  # a hold: this times the host's time to queue a rep
     max_rep_hold_s: float = 2e-3
+    # A hold before every flushed rep's start event however far ahead the host is (0:
+    # none). A 70 us RMSNorm read 0.5-0.8% faster in blocks whose reps were held than in
+    # blocks that were not, with the L2 flushed by writing and by reading alike (H200,
+    # 2026-12-04, docs/journal/2026-12-04.md "What the host's hold does to a RMSNorm"), and
+    # whether a block is held follows how fast its host queues reps: a case near that edge
+    # flips between the two. A floor puts every block on one side of it; its length is
+    # an experiment's to choose (tools/lab/experiments/rmsnorm-hold-floor.json).
+    rep_hold_min_s: float = 0.0
     # Energy per call: after the trials, calls back to back (no flush; graph replay in
     # graph mode) for this long; their mean power, from the energy counter's updates,
     # times their device time per call (0 turns it off).

@@ -71,6 +71,14 @@ class Runner:
             scale = need_s / held_s if 0 < held_s < need_s else 1.0
             self.rep_hold_s = min(need_s * scale, self.plan.max_rep_hold_s)
 
+    @property
+    def hold_before_rep_s(self) -> float:
+        """The hold before each rep's start event: the host's (``rep_hold_s``) or, in
+        events mode, at least ``plan.rep_hold_min_s``."""
+        if self.mode != "events":
+            return self.rep_hold_s
+        return max(self.rep_hold_s, self.plan.rep_hold_min_s)
+
     def _held_s(self, seconds: float) -> float:
         """Device seconds a hold of ``seconds`` takes."""
         dev = self.device
@@ -114,12 +122,13 @@ class Runner:
         if lead_hold or not flush:
             dev.hold(self.plan.lead_hold_s)
         first_call, host_s = self._next, []
+        hold_s = self.hold_before_rep_s
         for start, end in pairs:
             began = time.perf_counter()
             if flush:
                 dev.flush_l2(self.plan.flush_by_reading)
-            if self.rep_hold_s:
-                dev.hold(self.rep_hold_s)
+            if hold_s:
+                dev.hold(hold_s)
             start.record()
             self._rep()
             end.record()

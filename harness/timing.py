@@ -122,7 +122,7 @@ def measure(
     source = source or NullSource("no telemetry source given")
     runner = Runner(device, calls, plan)
     estimate, host_rep_s, began = _choose_mode(runner, plan, clock)
-    reps = trial_reps(estimate * runner.calls_per_rep + runner.rep_hold_s, plan)
+    reps = trial_reps(estimate * runner.calls_per_rep + runner.hold_before_rep_s, plan)
 
     with Sampler(source, period_s=sampler_period_s) as sampler:
         warm = warm_up(runner, reps, plan, sampler, clock, began)
@@ -156,7 +156,7 @@ def measure(
         reps_queued=trials.queued,
         input_set_medians_s=trials.set_medians(),
         host_rep_s=host_rep_s,
-        rep_hold_s=runner.rep_hold_s,
+        rep_hold_s=runner.hold_before_rep_s,
         warmup_trace=warm.trace,
         warmup_cool=warm.cool,
         trials_stop=trials.stop,

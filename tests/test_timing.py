@@ -110,6 +110,25 @@ def test_a_host_that_keeps_ahead_gets_no_hold_however_close_its_pace():
         assert s == pytest.approx(70e-6, rel=1e-6)
 
 
+def test_a_hold_floor_holds_every_flushed_rep_whatever_the_hosts_pace():
+    """``rep_hold_min_s``: a host that keeps ahead gets the floor before every rep, a host
+    behind gets the longer of its own hold and the floor, graph replay none (no flush)."""
+    floor = 20e-6
+    plan = Plan(**{**FAST, "min_trial_s": 0.02, "rep_hold_min_s": floor})
+    gpu = FakeGpu()
+    m = measure([_slow_host_kernel(gpu, 100e-6, 70e-6)], gpu, plan)
+    assert m.rep_hold_s == floor and gpu.holds.count(floor) >= m.reps * len(m.samples)
+    assert all(s == pytest.approx(70e-6, rel=1e-6) for s in m.samples)
+    gpu = FakeGpu()  # 150 us of host a rep against 50 + 20 + 40 us of GPU: still behind
+    m = measure([_slow_host_kernel(gpu, 150e-6, 40e-6)], gpu, plan)
+    assert m.rep_hold_s == pytest.approx(1.5 * m.host_rep_s) and m.rep_hold_s > floor
+    assert all(s == pytest.approx(40e-6, rel=1e-6) for s in m.samples)
+    gpu = FakeGpu()
+    m = measure([FakeKernel(gpu, cycles=1500e6 * 5e-6)], gpu, plan)
+    assert m.mode == "graph" and m.rep_hold_s == 0.0
+    assert gpu.holds.count(floor) == plan.estimate_calls  # the estimate's, before the choice
+
+
 def test_a_host_that_keeps_ahead_gets_no_hold():
     gpu = FakeGpu()
     m = measure([FakeKernel(gpu, cycles=1500e6 * 200e-6)], gpu, Plan(**FAST))

@@ -55,6 +55,7 @@ class Block:
     retry: int = 0  # 1: its round was measured again, a block of the first try disturbed
     reps_queued: list[float | None] = field(default_factory=list)  # per trial: harness/timing.py
     input_set_medians_s: list[float] = field(default_factory=list)  # per placed copy: timing.py
+    rep_hold_s: float | None = None  # the hold before each rep (harness/reps.py; None: unknown)
     t: float | None = None  # when it was recorded (s since the epoch): which side went first
 
     def first_in(self, other: Block) -> bool | None:

@@ -5,7 +5,7 @@ The decision code: the verdict model (tools/gate/model.py, tools/gate/look.py), 
 (harness/stats.py), the looks and the re-measure (tools/gate/sequential.py), the class
 choice at the power cap and the thresholds' checks (tools/gate/config.py, tools/config.py),
 the exit codes (tools/gate/errors.py, sequential.py, cli.py), the warm-up's early end far
-from the cap (harness/warmup.py), the digests that decide
+from the cap (harness/warmup.py) and the hold floor (harness/reps.py), the digests that decide
 what is measured at all (tools/gate/plan.py, benchmarks/_suites.py), and the history's
 threshold rule (tools/history/spreads.py). docs/reliability.md
 has the last run's table.
@@ -192,7 +192,12 @@ MUTANTS: tuple[Mutant, ...] = (
        '**({"placed_outputs": True}', '**({"placed_outputs": False}', GATE,
        "the bandwidth class's blocks measured with the op's output where the allocator "
        "puts it (0.5% a block)"),
-    # ---- the warm-up's early end far from the power cap
+    # ---- the measurement's regime: the warm-up's early end, the hold floor
+    _m("hold-floor-ignored", "harness/reps.py",
+       "return max(self.rep_hold_s, self.plan.rep_hold_min_s)", "return self.rep_hold_s",
+       ("tests/test_timing.py",),
+       "a block's reps held or not by its host's pace despite a floor (held RMSNorm blocks "
+       "read 0.5-0.8% faster)"),
     _m("cool-by-either-reading", "harness/warmup.py",
        "return max(counter_w, averaged_w) < plan.cap_near_fraction * limit_w",
        "return min(counter_w, averaged_w) < plan.cap_near_fraction * limit_w",

@@ -1,0 +1,47 @@
+"""The stored tools.lab.blocks experiments (tools/lab/experiments/*.json) name real cases
+and plan keys a worker accepts: an experiment is sent to a GPU lent for minutes, and a
+typo there costs the call."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.plan import Plan
+
+EXPERIMENTS = sorted((Path(__file__).resolve().parent.parent / "tools" / "lab" /
+                      "experiments").glob("*.json"))
+# what benchmarks/_case.py ``measure_prepared`` takes out of a plan before harness.timing
+CASE_KEYS = {"placements", "placement_arena_gb", "placed_outputs"}
+
+
+def _experiments(path: Path) -> list[dict]:
+    raw = json.loads(path.read_text())
+    return raw.get("experiments", [raw])
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
+def test_each_experiment_names_a_real_case_and_known_plan_keys(path: Path) -> None:
+    from kernels.registry import get_op
+
+    known = {f.name for f in dataclasses.fields(Plan)} | CASE_KEYS
+    for exp in _experiments(path):
+        spec = exp["spec"]
+        op = get_op(spec["op"])
+        op.case(spec["case"])  # raises on an unknown case
+        assert spec["backend"] in op.backends, (path.name, spec)
+        plans = [exp.get("plan", {})] + [slot.get("plan", {}) for slot in exp["slots"]]
+        for plan in plans:
+            assert set(plan) <= known, (path.name, sorted(set(plan) - known))
+        assert exp.get("rounds", 1) >= 1 and exp["slots"], path.name
+
+
+def test_the_hold_floor_experiment_holds_its_arms_apart() -> None:
+    path = next(p for p in EXPERIMENTS if p.name == "rmsnorm-hold-floor.json")
+    for exp in _experiments(path):
+        floors = [slot["plan"]["rep_hold_min_s"] for slot in exp["slots"]]
+        assert sorted(set(floors))[0] == 0.0 and len(set(floors)) == 4
+        assert all(floors.count(f) == 3 for f in set(floors))
