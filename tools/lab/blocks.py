@@ -34,6 +34,8 @@ def block_summary(result: dict[str, Any]) -> dict[str, Any]:
             "settled": m["settled"], "windows": m["windows"], "pid": result["pid"],
             "reps_queued": m.get("reps_queued", []),
             "input_set_medians_s": m.get("input_set_medians_s", []),
+            "rep_hold_s": m.get("rep_hold_s"), "host_rep_s": m.get("host_rep_s"),
+            "warmup_cool": m.get("warmup_cool"),
             "energy_per_call_j": result["energy_per_call_j"], "t": result["measured_at"]}
 
 

@@ -1,0 +1,57 @@
+"""tools.lab.blocks_report: arms, held blocks and the three spreads on a made-up result."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tools.lab import blocks_report
+
+
+def _block(slot: int, round_: int, level_us: float, power_w: float,
+           hold_s: float | None = None) -> dict:
+    return {"slot": slot, "round": round_, "samples": [level_us * 1e-6] * 3,
+            "input_set_medians_s": [level_us * 1e-6 * f for f in (0.99, 1.01)],
+            "windows": [{"power_w_mean": power_w}] * 3, "rep_hold_s": hold_s}
+
+
+def _experiment(hold_known: bool) -> dict:
+    slots = [{"plan": {"rep_hold_min_s": 0.0}}, {"plan": {"rep_hold_min_s": 4e-5}}] * 2
+    blocks = []
+    for r, shift in enumerate((1.0, 1.002)):  # the second round 0.2% slower for all
+        for s in range(4):
+            floor = s % 2 == 1
+            level = (70.0 if floor else 70.5 + 0.5 * (s // 2)) * shift
+            hold = (4e-5 if floor else 0.0) if hold_known else None
+            blocks.append(_block(s, r, level, 250.0 if floor else 510.0, hold))
+    return {"slots": slots, "blocks": blocks}
+
+
+@pytest.mark.parametrize("hold_known", [True, False])
+def test_each_arm_counts_its_held_blocks_and_its_spreads(hold_known: bool) -> None:
+    data = _experiment(hold_known)
+    top = max(map(blocks_report.mean_power_w, data["blocks"]))
+    rows = {json.loads(arm)["plan"]["rep_hold_min_s"]: blocks_report.arm_row(b, top)
+            for arm, b in blocks_report.arms(data).items()}
+    floor, none = rows[4e-5], rows[0.0]
+    assert (floor["blocks"], floor["held"], none["held"]) == (4, 4, 0)
+    assert floor["level_us"] == pytest.approx(70.07)  # copies' mean, both rounds
+    # the floor's workers agree; without it the two workers sit 0.71% apart, each steady
+    assert floor["worker_sd"] == pytest.approx(math.log(1.002) / math.sqrt(2), rel=1e-6)
+    assert none["worker_sd"] == pytest.approx(floor["worker_sd"], rel=1e-6)
+    assert none["all_sd"] > 0.003 > floor["all_sd"]
+    assert floor["round_sd"] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_the_report_reads_a_folder_and_names_a_file_it_cannot_read(tmp_path: Path,
+                                                                    capsys) -> None:
+    (tmp_path / "hold.json").write_text(json.dumps(_experiment(True)))
+    assert blocks_report.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "### hold" in out and out.count("| `{") == 2
+    (tmp_path / "zz-broken.json").write_text('{"slots": []}')
+    assert blocks_report.main([str(tmp_path)]) == 2
+    assert "zz-broken.json: not a tools.lab.blocks result" in capsys.readouterr().err

@@ -1,0 +1,121 @@
+"""What a tools.lab.blocks experiment says, arm by arm (the slots with the same settings).
+
+    python -m tools.lab.blocks_report out/blocks          # every <experiment>.json there
+
+A block's level is its placed copies' mean where it has copies, else its trials' median.
+Per arm: blocks, how many had their reps held (``rep_hold_s`` > 0 where recorded, else a
+board under ``HELD_POWER_SHARE`` of the experiment's highest block power: held RMSNorm
+blocks drew 220-300 W where the others drew 470-530 W on an H200, 2026-12-04), the
+board's mean power, the level, and
+three spreads (sd over the mean): of a worker's blocks (pooled over the arm's workers),
+of all the arm's blocks, and within a round (the arm's blocks less their round's mean).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+HELD_POWER_SHARE = 0.65
+
+
+def level_s(block: dict[str, Any]) -> float:
+    copies = block.get("input_set_medians_s") or []
+    return statistics.fmean(copies) if copies else statistics.median(block["samples"])
+
+
+def mean_power_w(block: dict[str, Any]) -> float | None:
+    powers = [w["power_w_mean"] for w in block.get("windows", []) if w.get("power_w_mean")]
+    return statistics.fmean(powers) if powers else None
+
+
+def _pooled_sd(groups: list[list[float]]) -> float | None:
+    """sd of log levels about each group's own mean, pooled (None: no degree of freedom)."""
+    squares = df = 0.0
+    for values in groups:
+        logs = [math.log(v) for v in values]
+        if len(logs) > 1:
+            mean = statistics.fmean(logs)
+            squares += sum((x - mean) ** 2 for x in logs)
+            df += len(logs) - 1
+    return math.sqrt(squares / df) if df else None
+
+
+def arms(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The blocks of each arm, an arm named by its slot's settings."""
+    names = [json.dumps(slot, sort_keys=True) for slot in data["slots"]]
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for block in data["blocks"]:
+        out[names[block["slot"]]].append(block)
+    return dict(out)
+
+
+def held(blocks: list[dict[str, Any]], top_w: float | None) -> list[bool]:
+    """Whether each block's reps were held; ``top_w``: the experiment's highest block
+    power, for records from before ``rep_hold_s`` was kept."""
+    if all(b.get("rep_hold_s") is not None for b in blocks):
+        return [b["rep_hold_s"] > 0 for b in blocks]
+    powers = [mean_power_w(b) for b in blocks]
+    return [p is not None and top_w is not None and p < HELD_POWER_SHARE * top_w
+            for p in powers]
+
+
+def arm_row(blocks: list[dict[str, Any]], top_w: float | None = None) -> dict[str, Any]:
+    levels = [level_s(b) for b in blocks]
+    by_slot: dict[int, list[float]] = defaultdict(list)
+    by_round: dict[int, list[float]] = defaultdict(list)
+    for block, level in zip(blocks, levels, strict=True):
+        by_slot[block["slot"]].append(level)
+        by_round[block["round"]].append(level)
+    powers = [p for p in map(mean_power_w, blocks) if p is not None]
+    return {"blocks": len(blocks), "held": sum(held(blocks, top_w)),
+            "power_w": statistics.fmean(powers) if powers else None,
+            "level_us": statistics.fmean(levels) * 1e6,
+            "worker_sd": _pooled_sd(list(by_slot.values())),
+            "all_sd": _pooled_sd([levels]),
+            "round_sd": _pooled_sd(list(by_round.values()))}
+
+
+def report(data: dict[str, Any], name: str) -> str:
+    def pct(x: float | None) -> str:
+        return "—" if x is None else f"{x:.2%}"
+
+    lines = [f"### {name}", "",
+             "| arm | blocks | held | board W | level us | a worker's sd | all sd | within a round |",
+             "|---|---|---|---|---|---|---|---|"]
+    top_w = max((p for p in map(mean_power_w, data["blocks"]) if p is not None), default=None)
+    for arm, blocks in arms(data).items():
+        r = arm_row(blocks, top_w)
+        watts = "—" if r["power_w"] is None else f"{r['power_w']:.0f}"
+        lines.append(f"| `{arm}` | {r['blocks']} | {r['held']} | {watts} | {r['level_us']:.2f} | "
+                     f"{pct(r['worker_sd'])} | {pct(r['all_sd'])} | {pct(r['round_sd'])} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.lab.blocks_report",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("path", type=Path, help="a blocks JSON or a folder of them")
+    args = parser.parse_args(argv)
+    files = sorted(args.path.glob("*.json")) if args.path.is_dir() else [args.path]
+    if not files:
+        parser.error(f"{args.path}: no blocks JSON there")
+    for path in files:
+        try:
+            data = json.loads(path.read_text())
+            print(report(data, path.stem), end="\n\n")
+        except (OSError, json.JSONDecodeError, KeyError, TypeError, IndexError) as err:
+            print(f"{path}: not a tools.lab.blocks result ({type(err).__name__}: {err})",
+                  file=sys.stderr)
+            return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
