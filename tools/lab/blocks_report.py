@@ -87,8 +87,8 @@ def report(data: dict[str, Any], name: str) -> str:
         return "—" if x is None else f"{x:.2%}"
 
     lines = [f"### {name}", "",
-             "| arm | blocks | held | board W | level us | a worker's sd | all sd | within a round |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| arm | blocks | held | board W | level us | a worker's sd | all sd "
+             "| within a round |", "|---|---|---|---|---|---|---|---|"]
     top_w = max((p for p in map(mean_power_w, data["blocks"]) if p is not None), default=None)
     for arm, blocks in arms(data).items():
         r = arm_row(blocks, top_w)
