@@ -262,8 +262,9 @@ class CaseRunner:
                     copy.append(view.copy_(t))
                     offset += _span(t)
                 copies.append(tuple(copy))
-                regions.append(self._arena.narrow(0, offset, out_bytes))
-                offset += out_bytes
+                if out_bytes:
+                    regions.append(self._arena.narrow(0, offset, out_bytes))
+                    offset += out_bytes
         self._placed += copies
         calls = ([served_from(prepared.fn, copy, region)
                   for copy, region in zip(copies, regions, strict=True)]

@@ -24,10 +24,10 @@ class Plan:
     max_graph_calls: int = 500  # large graphs are fragile on ROCm (tritonbench#1034)
     flush_l2: bool = True
     # Flush by reading the buffer instead of writing it: a write leaves the cache full of
-    # dirty lines that the timed call writes back as it evicts them, where the flush
-    # buffer lies deciding how that traffic meets the call's. On an H200 (2026-12-04) a 70 us
-    # RMSNorm's blocks moved 0.47% (sd) within one worker, each block's flush buffer moved
-    # (docs/journal/2026-12-04.md, "What is left in a RMSNorm block"); an experiment's arm.
+    # dirty lines that the timed call writes back as it evicts them. On an H200
+    # (GPU-38de9528, 2026-12-04) a 70 us RMSNorm read 65.8 us that way against 70.6 us, and its
+    # blocks scattered no less (docs/journal/2026-12-04.md, "What moves a RMSNorm block");
+    # an experiment's arm, not the default (every history figure is by writing).
     flush_by_reading: bool = False
     # No warm-up ends before the board's power reading (NVML's: a ~1 s average) covers the
     # kernel's own load: until then neither the power rules below nor the clock can tell
@@ -82,11 +82,11 @@ class Plan:
     max_rep_hold_s: float = 2e-3
     # A hold before every flushed rep's start event however far ahead the host is (0:
     # none). A 70 us RMSNorm read 0.5-0.8% faster in blocks whose reps were held than in
-    # blocks that were not, with the L2 flushed by writing and by reading alike (H200,
-    # 2026-12-04, docs/journal/2026-12-04.md "What the host's hold does to a RMSNorm"), and
-    # whether a block is held follows how fast its host queues reps: a case near that edge
-    # flips between the two. A floor puts every block on one side of it; its length is
-    # an experiment's to choose (tools/lab/experiments/rmsnorm-hold-floor.json).
+    # blocks that were not, with the L2 flushed by writing and by reading alike (H200
+    # GPU-38de9528, 2026-12-04, docs/journal/2026-12-04.md "What the host's hold does to a
+    # RMSNorm"), and whether a block is held follows how fast its host queues reps: a
+    # case near that edge flips between the two. A floor puts every block on one side of
+    # it; its length is an experiment's to choose (tools/lab/experiments/rmsnorm-hold-floor.json).
     rep_hold_min_s: float = 0.0
     # Energy per call: after the trials, calls back to back (no flush; graph replay in
     # graph mode) for this long; their mean power, from the energy counter's updates,

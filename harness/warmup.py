@@ -77,6 +77,10 @@ WARMUP_POLL_S = 0.005
 COOL_COUNTER_SPAN_S = 0.15
 
 
+def _cool_rule_on(plan: Plan) -> bool:
+    return 0 < plan.cool_warmup_min_s < plan.warmup_min_s
+
+
 def _cool(counter_w: float | None, averaged_w: float | None, limit_w: float | None,
           plan: Plan) -> bool:
     """Far enough from the power cap that the cap cannot hold the clock down: under
@@ -116,7 +120,7 @@ def warm_up(runner: Runner, reps: int, plan: Plan, sampler: Sampler,
     (``_cool``) settles on times and clocks alone, from ``cool_warmup_min_s`` on.
     """
     start = clock() if began is None else began  # the host's probe ran from ``began``
-    if 0 < plan.cool_warmup_min_s < plan.warmup_min_s:
+    if _cool_rule_on(plan):
         with sampler.polling_every(WARMUP_POLL_S):
             return _warm_up(runner, reps, plan, sampler, clock, start)
     return _warm_up(runner, reps, plan, sampler, clock, start)
@@ -145,8 +149,7 @@ def _warm_up(runner: Runner, reps: int, plan: Plan, sampler: Sampler,
         counter_w = sampler.counter_power(start, t1, COOL_COUNTER_SPAN_S)
         trace.append({"t_s": round(elapsed, 4), "s": values[-1], "mhz": clocks[-1],
                       "w": powers[-1], "counter_w": counter_w})
-        if (0 < plan.cool_warmup_min_s < plan.warmup_min_s
-                and elapsed >= plan.cool_warmup_min_s
+        if (_cool_rule_on(plan) and elapsed >= plan.cool_warmup_min_s
                 and _cool(counter_w, powers[-1], limits[-1], plan)
                 and _settled(values, clocks, plan)):
             return WarmUp(n, elapsed, True, False, trace, cool=True)

@@ -94,7 +94,7 @@ def test_a_flush_by_reading_evicts_and_costs_no_more_than_one_by_writing():
     """A 16 MB copy fits the L2 of an H200 (50 MB): without a flush it reads from the
     cache; a flush by reading (plan key ``flush_by_reading``) sends it to memory again. A
     flush by writing leaves dirty lines the timed call may write back: on an H200
-    (2026-12-04) 8.26 against 7.23 us by reading in one run, 8.58 against 8.42 in the
+    (GPU-38de9528, 2026-12-04) 8.26 against 7.23 us by reading in one run, 8.58 against 8.42 in the
     next, ~6 us unflushed."""
     import torch
 

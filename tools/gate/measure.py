@@ -50,10 +50,9 @@ class Measurer:
         plan = {"trials": seq.trials_per_block, "energy_s": 0,
                 **({"trials_at_cap": seq.trials_at_cap} if seq.trials_at_cap else {}),
                 **({"placements": placements} if placements else {}),
-                **({"placement_arena_gb": klass.placement_arena_gb}
-                   if placements and klass.placement_arena_gb else {}),
-                **({"placed_outputs": True}
-                   if placements and klass.placement_arena_gb and klass.placed_outputs else {})}
+                **({"placement_arena_gb": klass.placement_arena_gb,
+                    **({"placed_outputs": True} if klass.placed_outputs else {})}
+                   if placements and klass.placement_arena_gb else {})}
         start = time.monotonic()
         try:
             result = self.pairs.client(lane, side).request(

@@ -5,7 +5,7 @@
 A block's level is its placed copies' mean where it has copies, else its trials' median.
 Per arm: blocks, how many had their reps held (``rep_hold_s`` > 0 where recorded, else a
 board under ``HELD_POWER_SHARE`` of the experiment's highest block power: held RMSNorm
-blocks drew 220-300 W where the others drew 470-530 W on an H200, 2026-12-04), the
+blocks drew 220-300 W where the others drew 470-530 W on H200 GPU-38de9528, 2026-12-04), the
 board's mean power, the level, and
 three spreads (sd over the mean): of a worker's blocks (pooled over the arm's workers),
 of all the arm's blocks, and within a round (the arm's blocks less their round's mean).
@@ -22,17 +22,26 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from tools.gate.model import Block
+
 HELD_POWER_SHARE = 0.65
 
 
+def _as_block(block: dict[str, Any]) -> Block:
+    """A lab block as the gate's model sees one (its level and power as the gate takes
+    them)."""
+    return Block("base", block["round"], samples=list(block["samples"]),
+                 power_w=[w.get("power_w_mean") for w in block.get("windows", [])],
+                 input_set_medians_s=list(block.get("input_set_medians_s") or []))
+
+
 def level_s(block: dict[str, Any]) -> float:
-    copies = block.get("input_set_medians_s") or []
-    return statistics.fmean(copies) if copies else statistics.median(block["samples"])
+    """The placed copies' mean where the block has copies, else its trials' median."""
+    return _as_block(block).level(by_placement=True)
 
 
 def mean_power_w(block: dict[str, Any]) -> float | None:
-    powers = [w["power_w_mean"] for w in block.get("windows", []) if w.get("power_w_mean")]
-    return statistics.fmean(powers) if powers else None
+    return _as_block(block).power()
 
 
 def _pooled_sd(groups: list[list[float]]) -> float | None:
