@@ -81,13 +81,21 @@ class Plan:
     host_margin: float = 1.5  # a hold: this times the host's time to queue a rep
     max_rep_hold_s: float = 2e-3
     # A hold before every flushed rep's start event however far ahead the host is (0:
-    # none). A 70 us RMSNorm read 0.5-0.8% faster in blocks whose reps were held than in
-    # blocks that were not, with the L2 flushed by writing and by reading alike (H200
-    # GPU-38de9528, 2026-12-04, docs/journal/2026-12-04.md "What the host's hold does to a
-    # RMSNorm"), and whether a block is held follows how fast its host queues reps: a
-    # case near that edge flips between the two. A floor puts every block on one side of
-    # it; its length is an experiment's to choose (tools/lab/experiments/rmsnorm-hold-floor.json).
+    # none). A 70 us RMSNorm's level moves with the hold: TileLang's read 70.53 us unheld,
+    # 69.90 / 69.78 / 69.56 us behind 10 / 40 / 150 us (H200 GPU-fd64c0f9, 2026-12-04,
+    # docs/journal/2026-12-04.md "Late morning of 2026-12-04"), and whether a block is
+    # held otherwise follows how fast its host queues reps, so a case near that edge flips.
+    # The gate's bandwidth class sets 150 us (thresholds.json); a floor shorter than the
+    # host needs is worse than none (below). The history's default is none: its hosts keep
+    # ahead in every events-mode case but the decode GEMMs.
     rep_hold_min_s: float = 0.0
+    # A trial that ends with the host behind (as ``host_ahead_reps`` says) and gets a longer
+    # hold from it is taken again, at most this many times a measurement. A hold shorter
+    # than the host needs lets it fall behind in some trials and not others: with a 10 us
+    # or 40 us floor, 7 of 24 Triton RMSNorm blocks held trials of up to 114 us among ones
+    # of 69.7 us and the arms' blocks spread 5-9% (H200 GPU-fd64c0f9, 2026-12-04,
+    # docs/journal/2026-12-04.md "Late morning of 2026-12-04").
+    max_trial_retakes: int = 2
     # Energy per call: after the trials, calls back to back (no flush; graph replay in
     # graph mode) for this long; their mean power, from the energy counter's updates,
     # times their device time per call (0 turns it off).

@@ -71,6 +71,14 @@ class Runner:
             scale = need_s / held_s if 0 < held_s < need_s else 1.0
             self.rep_hold_s = min(need_s * scale, self.plan.max_rep_hold_s)
 
+    def raise_hold_if_behind(self) -> bool:
+        """After a trial: True where the host fell behind in it with the hold then in force
+        and ``hold_for_host`` gave a longer one (that trial's intervals may hold the host's
+        launch latency)."""
+        before = self.hold_before_rep_s
+        self.hold_for_host()
+        return self.hold_before_rep_s > before
+
     @property
     def hold_before_rep_s(self) -> float:
         """The hold before each rep's start event: the host's (``rep_hold_s``) or, in

@@ -63,6 +63,9 @@ class Measurement:
     # as it is for a host far ahead, the host waits for the GPU and this reads its pace)
     host_rep_s: float | None = None
     rep_hold_s: float = 0.0  # the hold before each rep's start event (0: none; harness/reps.py)
+    # trials taken again because the host fell behind in them and the hold grew
+    # (``Plan.max_trial_retakes``)
+    trials_retaken: int = 0
     # Events mode over several input sets (or placed copies): each set's median over the
     # trials' reps, in set order. A kernel whose time depends on where its inputs lie
     # shows it here while a trial's median hides it (docs/journal/2026-12-02.md, "Early afternoon of
@@ -101,6 +104,7 @@ class _Trials:
     queued: list[float | None] = field(default_factory=list)
     by_set: dict[int, list[float]] = field(default_factory=dict)  # input set -> its reps' s
     stop: str = "fixed"  # ``Measurement.trials_stop``
+    retaken: int = 0  # ``Measurement.trials_retaken``
     last: tuple[float, float] = (0.0, 0.0)  # host times around the last trial
 
     def set_medians(self) -> list[float]:
@@ -160,6 +164,7 @@ def measure(
         warmup_trace=warm.trace,
         warmup_cool=warm.cool,
         trials_stop=trials.stop,
+        trials_retaken=trials.retaken,
         median_rel_half_width=median_rel_half_width(trials.samples),
     )
 
@@ -193,6 +198,9 @@ def _run_trials(runner: Runner, reps: int, plan: Plan, sampler: Sampler, at_cap:
         t0 = clock()
         times = runner.time_reps(reps)
         t1 = clock()
+        if out.retaken < plan.max_trial_retakes and runner.raise_hold_if_behind():
+            out.retaken += 1
+            continue
         out.samples.append(statistics.median(times))
         for input_set, seconds in zip(runner.last_sets, times, strict=False):
             out.by_set.setdefault(input_set, []).append(seconds)

@@ -32,7 +32,11 @@ def test_thresholds_errors_name_the_file_and_field(tmp_path: Path) -> None:
             (lambda r: r.__setitem__("at_cap_class", "static"), "/at_cap_class"),
             (lambda r: r.__setitem__("at_cap_class", "warp-bound"), "/at_cap_class"),
             (lambda r: r["classes"]["bandwidth"].__setitem__("placement_arena_gb", 0),
-             "/classes/bandwidth/placed_outputs")):
+             "/classes/bandwidth/placed_outputs"),
+            (lambda r: r["classes"]["bandwidth"].__setitem__("rep_hold_min_s", -1e-6),
+             "/classes/bandwidth/rep_hold_min_s"),
+            (lambda r: r["classes"]["bandwidth"].__setitem__("rep_hold_min_s", 0.0021),
+             "/classes/bandwidth/rep_hold_min_s")):
         broken = json.loads(json.dumps(raw))
         mutate(broken)
         path.write_text(json.dumps(broken))

@@ -5,6 +5,8 @@ its log; a run cut off measures no block more; rounds.md shows the rounds used."
 from __future__ import annotations
 
 import json
+import signal
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -123,10 +125,15 @@ def test_a_block_keeps_how_far_the_host_was_ahead_in_each_trial() -> None:
     windows = [{"sm_clock_mhz_median": 1980.0, "power_w_mean": 450.0, "power_limit_w": 700.0,
                 "throttle_bits_or": 0}] * 2
     result = {"samples": [80e-6, 80e-6], "measurement": {
-        "windows": windows, "telemetry_backend": "nvml", "reps_queued": [250.0, 0.7]}}
-    assert block_of(result, "head", 1, False).reps_queued == [250.0, 0.7]
-    del result["measurement"]["reps_queued"]  # a worker of before: unknown
-    assert block_of(result, "head", 1, False).reps_queued == []
+        "windows": windows, "telemetry_backend": "nvml", "reps_queued": [250.0, 0.7],
+        "rep_hold_s": 150e-6, "trials_retaken": 1}}
+    block = block_of(result, "head", 1, False)
+    assert block.reps_queued == [250.0, 0.7]
+    assert (block.rep_hold_s, block.trials_retaken) == (150e-6, 1)
+    for key in ("reps_queued", "rep_hold_s", "trials_retaken"):  # a worker of before: unknown
+        del result["measurement"][key]
+    block = block_of(result, "head", 1, False)
+    assert (block.reps_queued, block.rep_hold_s, block.trials_retaken) == ([], None, None)
 
 
 def test_a_block_keeps_each_placed_copys_median_through_its_log(tmp_path: Path) -> None:
@@ -148,7 +155,16 @@ def test_a_block_keeps_each_placed_copys_median_through_its_log(tmp_path: Path) 
     assert block_of(result, "base", 2, False).input_set_medians_s == []
 
 
-def test_a_run_cut_off_measures_no_block_more(tmp_path: Path, th) -> None:
+@pytest.fixture
+def sigint_handled() -> Iterator[None]:
+    """Python's own SIGINT handler, as in a terminal: a process that a non-interactive
+    shell starts in the background ignores SIGINT, and there interrupt_main() does nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_run_cut_off_measures_no_block_more(tmp_path: Path, th, sigint_handled) -> None:
     """SIGTERM or Ctrl-C in the middle of a round: the block being measured ends, and no
     other is started (after a device call's SIGTERM an H200 gate measured the rest of its
     round, the first block 20% slow)."""

@@ -87,6 +87,19 @@ def test_a_bandwidth_case_places_its_outputs_and_a_decode_case_does_not(tmp_path
     assert "placed_outputs" not in plans[DECODE]
 
 
+def test_a_bandwidth_case_holds_every_rep_and_a_decode_case_does_not(tmp_path: Path,
+                                                                      th) -> None:
+    """A class's ``rep_hold_min_s`` reaches its blocks' plans (with a 150 us floor all 24
+    RMSNorm blocks of both backends were held alike, a worker's blocks 0.05-0.14% apart:
+    H200 GPU-fd64c0f9, 2026-12-04); a class without one puts no floor in its blocks' plans."""
+    rows = "bench_rmsnorm.RmsnormTime.track_time('llama3-8b.hidden', 'bf16', 'triton')"
+    plans = _one_rounds_plans(tmp_path, th, [rows, DECODE])
+    floor = th.classes["bandwidth"].rep_hold_min_s
+    assert floor > 0 and th.classes["decode"].rep_hold_min_s == 0
+    assert plans[rows]["rep_hold_min_s"] == floor
+    assert "rep_hold_min_s" not in plans[DECODE]
+
+
 def test_a_resumed_run_starts_a_new_generation_of_workers(tmp_path: Path, th) -> None:
     """A run cut off in the middle of a pair's rounds resumes with new processes: they
     are a new generation, so the statistics never take two pairs' rounds for one pair's."""

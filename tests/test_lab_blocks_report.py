@@ -55,3 +55,17 @@ def test_the_report_reads_a_folder_and_names_a_file_it_cannot_read(tmp_path: Pat
     (tmp_path / "zz-broken.json").write_text('{"slots": []}')
     assert blocks_report.main([str(tmp_path)]) == 2
     assert "zz-broken.json: not a tools.lab.blocks result" in capsys.readouterr().err
+
+
+def test_an_arm_counts_the_blocks_with_a_trial_the_host_fell_behind_in() -> None:
+    """A block is behind where any trial ended with fewer than ``host_ahead_reps`` reps
+    queued (a 10 us floor's Triton RMSNorm blocks: 0.3-5 reps in some trials, 100-256 in
+    the others); a block of unknown queues (older records) is not counted."""
+    data = _experiment(True)
+    queues = [[204.0, 0.4, 150.0], [255.0] * 3, [121.0, 5.0, 86.0], None]
+    for block, queued in zip(data["blocks"], queues * 2, strict=True):
+        block["reps_queued"] = queued
+    rows = {json.loads(arm)["plan"]["rep_hold_min_s"]: blocks_report.arm_row(b)
+            for arm, b in blocks_report.arms(data).items()}
+    assert rows[0.0]["host_behind"] == 4 and rows[4e-5]["host_behind"] == 0
+    assert not blocks_report.host_behind({"reps_queued": [8.0, None]})

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import statistics
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from harness.reps import reps_queued
+from harness import timing
+from harness.reps import Runner, reps_queued
 from harness.timing import Plan, measure
 from harness.warmup import _cap_wait_s, _settled
 
@@ -134,6 +139,133 @@ def test_a_host_that_keeps_ahead_gets_no_hold():
     m = measure([FakeKernel(gpu, cycles=1500e6 * 200e-6)], gpu, Plan(**FAST))
     assert m.rep_hold_s == 0.0 and m.host_rep_s is not None and m.host_rep_s < 100e-6
     assert gpu.holds == [Plan().lead_hold_s]  # the estimate's, nothing per rep
+
+
+def _host_slowing_in_the_trials(gpu: FakeGpu, monkeypatch: pytest.MonkeyPatch, host_s: float,
+                                slow_s: float, kernel_s: float, after_trials: int
+                                ) -> Callable[[], None]:
+    """A launch like ``_slow_host_kernel``'s that costs the host ``host_s`` until
+    ``after_trials`` timed trials have run and ``slow_s`` from then on: a host that keeps
+    ahead through the probe and the warm-up and falls behind mid-measurement."""
+    kernel = FakeKernel(gpu, cycles=1500e6 * kernel_s)
+    slow_from = math.inf  # the first slow call, once the trials' reps are known
+    run_trials = timing._run_trials
+
+    def trials_then_slow(runner: Runner, reps: int, *rest: Any) -> Any:
+        nonlocal slow_from
+        slow_from = kernel.calls + after_trials * reps
+        return run_trials(runner, reps, *rest)
+
+    monkeypatch.setattr(timing, "_run_trials", trials_then_slow)
+
+    def launch() -> None:
+        gpu.launch_overhead_s = slow_s if kernel.calls >= slow_from else host_s
+        until = time.perf_counter() + gpu.launch_overhead_s
+        while time.perf_counter() < until:
+            pass
+        kernel()
+
+    return launch
+
+
+# a 10 us floor, shorter than a host of 150 us a launch needs behind a 50 us flush
+RETAKE = dict(FAST, min_trial_s=0.02, energy_s=0, rep_hold_min_s=10e-6)
+
+
+def test_a_trial_the_host_fell_behind_in_is_taken_again_behind_a_longer_hold(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 70 us kernel whose launch costs the host 100 us, behind a flush and a 10 us floor:
+    the host keeps ahead through the probe, then slows to 150 us a launch from the third
+    trial on and the GPU waits for each launch, so that trial would read 150 - 50 - 10 =
+    90 us (a floor shorter than the host needs: Triton RMSNorm trials of up to 114 us among
+    69.7 us ones, H200 GPU-fd64c0f9, 2026-12-04). It is taken again behind the hold the
+    host now needs, and every sample reads the kernel."""
+    gpu = FakeGpu()
+    launch = _host_slowing_in_the_trials(gpu, monkeypatch, 100e-6, 150e-6, 70e-6, 2)
+    plan = Plan(**RETAKE)
+    m = measure([launch], gpu, plan)
+    assert m.host_rep_s is not None and m.host_rep_s < 150e-6  # the probe's host: ahead
+    assert m.trials_retaken == 1 and m.as_record()["trials_retaken"] == 1
+    assert m.rep_hold_s >= 1.5 * 150e-6 > plan.rep_hold_min_s
+    assert gpu.holds.count(m.rep_hold_s) >= m.reps * (plan.trials - 2)
+    assert len(m.samples) == plan.trials
+    assert max(m.samples) == pytest.approx(70e-6, rel=1e-6)
+    assert statistics.median(m.samples) == pytest.approx(70e-6, rel=1e-6)
+
+
+def test_without_retakes_the_trials_the_host_fell_behind_in_are_kept(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same host with ``max_trial_retakes=0``: the hold stays at the floor and the
+    trials from the third on read the host's launches, 90 us, not the kernel's 70 us."""
+    gpu = FakeGpu()
+    launch = _host_slowing_in_the_trials(gpu, monkeypatch, 100e-6, 150e-6, 70e-6, 2)
+    plan = Plan(**RETAKE, max_trial_retakes=0)
+    m = measure([launch], gpu, plan)
+    assert m.trials_retaken == 0 and m.rep_hold_s == plan.rep_hold_min_s
+    assert m.samples[:2] == pytest.approx([70e-6] * 2, rel=1e-6)
+    assert m.samples[2:] == pytest.approx([90e-6] * (plan.trials - 2), rel=1e-6)
+    assert max(m.reps_queued[2:]) < 1.5  # the host behind in each of them
+
+
+def _host_ever_slower(gpu: FakeGpu, kernel_s: float, step_s: float) -> Callable[[], None]:
+    """A host that never keeps up and slows with every launch: each launch costs the
+    simulated host 5 ms, more than a flush, the longest hold and the kernel take the GPU,
+    and on the real clock, which the loop reads the host's pace by, 20 us plus ``step_s``
+    for each launch before it, so every trial asks for a longer hold than the last."""
+    kernel = FakeKernel(gpu, cycles=1500e6 * kernel_s)
+    gpu.launch_overhead_s = 5e-3
+
+    def launch() -> None:
+        until = time.perf_counter() + 20e-6 + step_s * kernel.calls
+        while time.perf_counter() < until:
+            pass
+        kernel()
+
+    return launch
+
+
+@pytest.mark.parametrize("retakes", [1, 3])
+def test_retakes_stop_at_max_trial_retakes_for_a_host_that_never_keeps_up(retakes: int) -> None:
+    """Every trial ends with the host behind and gets a longer hold (short of
+    ``max_rep_hold_s``), yet only ``max_trial_retakes`` trials are taken again and the
+    measurement still returns its trials."""
+    gpu = FakeGpu()
+    plan = Plan(**FAST, energy_s=0, max_trial_retakes=retakes)
+    m = measure([_host_ever_slower(gpu, 70e-6, 5e-6)], gpu, plan)
+    assert m.trials_retaken == retakes and len(m.samples) == plan.trials
+    assert max(m.reps_queued) < 1.5
+    assert 0 < m.rep_hold_s < plan.max_rep_hold_s  # the ceiling did not end the retakes
+
+
+def test_a_host_behind_at_the_longest_hold_is_not_taken_again() -> None:
+    """A 40 us kernel whose launch costs the host 150 us, holds capped at 30 us: every
+    trial ends with the host behind, but the probe's hold is already the longest, so no
+    trial is taken again; the trials read 150 - 50 - 30 = 70 us."""
+    gpu = FakeGpu()
+    plan = Plan(**FAST, energy_s=0, max_rep_hold_s=30e-6)
+    m = measure([_slow_host_kernel(gpu, 150e-6, 40e-6)], gpu, plan)
+    assert m.rep_hold_s == plan.max_rep_hold_s and max(m.reps_queued) < 1.5
+    assert m.trials_retaken == 0 and len(m.samples) == plan.trials
+    assert all(s == pytest.approx(70e-6, rel=1e-6) for s in m.samples)
+
+
+def test_a_host_that_stays_ahead_never_takes_a_trial_again() -> None:
+    """No retake where the host keeps ahead in every trial: a fast host without a hold, a
+    host of 100 us behind a 20 us floor and a 70 us kernel, and one that fell behind in
+    the probe and keeps ahead behind the hold it gave."""
+    ahead = dict(FAST, min_trial_s=0.02, energy_s=0)
+    for host_s, kernel_s, floor, probe_held in ((None, 200e-6, 0.0, False),
+                                                (100e-6, 70e-6, 20e-6, False),
+                                                (100e-6, 40e-6, 0.0, True)):
+        gpu = FakeGpu()
+        launch = (FakeKernel(gpu, cycles=1500e6 * kernel_s) if host_s is None
+                  else _slow_host_kernel(gpu, host_s, kernel_s))
+        plan = Plan(**ahead, rep_hold_min_s=floor)
+        m = measure([launch], gpu, plan)
+        assert m.trials_retaken == 0 and len(m.samples) == plan.trials, (host_s, kernel_s)
+        assert (m.rep_hold_s > floor) is probe_held
+        assert min(m.reps_queued) > plan.host_ahead_reps
+        assert all(s == pytest.approx(kernel_s, rel=1e-6) for s in m.samples)
 
 
 def test_the_estimate_is_the_kernels_time_not_the_hosts():

@@ -37,6 +37,7 @@ class KernelClass:
     placements: int | None = None  # its blocks' copies (None: sequential.placements)
     placement_arena_gb: float = 0.0  # ... drawn from slots of an arena this large (0: pads)
     placed_outputs: bool = False  # each copy's own allocations served from its arena slot
+    rep_hold_min_s: float = 0.0  # a hold before every flushed rep (harness/plan.py; 0: none)
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,8 @@ def _klass(name: str, spec: dict[str, Any]) -> KernelClass:
                        level_by_placement=bool(spec.get("level_by_placement", False)),
                        placements=spec.get("placements"),
                        placement_arena_gb=float(spec.get("placement_arena_gb", 0.0)),
-                       placed_outputs=bool(spec.get("placed_outputs", False)))
+                       placed_outputs=bool(spec.get("placed_outputs", False)),
+                       rep_hold_min_s=float(spec.get("rep_hold_min_s", 0.0)))
 
 
 def _compile(path: Path, pointer: str, regex: str) -> re.Pattern[str]:

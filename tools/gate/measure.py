@@ -52,7 +52,8 @@ class Measurer:
                 **({"placements": placements} if placements else {}),
                 **({"placement_arena_gb": klass.placement_arena_gb,
                     **({"placed_outputs": True} if klass.placed_outputs else {})}
-                   if placements and klass.placement_arena_gb else {})}
+                   if placements and klass.placement_arena_gb else {}),
+                **({"rep_hold_min_s": klass.rep_hold_min_s} if klass.rep_hold_min_s else {})}
         start = time.monotonic()
         try:
             result = self.pairs.client(lane, side).request(

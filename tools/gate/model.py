@@ -56,6 +56,7 @@ class Block:
     reps_queued: list[float | None] = field(default_factory=list)  # per trial: harness/timing.py
     input_set_medians_s: list[float] = field(default_factory=list)  # per placed copy: timing.py
     rep_hold_s: float | None = None  # the hold before each rep (harness/reps.py; None: unknown)
+    trials_retaken: int | None = None  # trials taken again, the host behind (harness/timing.py)
     t: float | None = None  # when it was recorded (s since the epoch): which side went first
 
     def first_in(self, other: Block) -> bool | None:

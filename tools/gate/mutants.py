@@ -5,7 +5,8 @@ The decision code: the verdict model (tools/gate/model.py, tools/gate/look.py), 
 (harness/stats.py), the looks and the re-measure (tools/gate/sequential.py), the class
 choice at the power cap and the thresholds' checks (tools/gate/config.py, tools/config.py),
 the exit codes (tools/gate/errors.py, sequential.py, cli.py), the warm-up's early end far
-from the cap (harness/warmup.py) and the hold floor (harness/reps.py), the digests that decide
+from the cap (harness/warmup.py), the hold floor (harness/reps.py) and the trials taken
+again (harness/timing.py), the digests that decide
 what is measured at all (tools/gate/plan.py, benchmarks/_suites.py), and the history's
 threshold rule (tools/history/spreads.py). docs/reliability.md
 has the last run's table.
@@ -198,6 +199,20 @@ MUTANTS: tuple[Mutant, ...] = (
        ("tests/test_timing.py",),
        "a block's reps held or not by its host's pace despite a floor (held RMSNorm blocks "
        "read 0.5-0.8% faster)"),
+    _m("no-trial-retaken", "harness/timing.py",
+       "if out.retaken < plan.max_trial_retakes and runner.raise_hold_if_behind():",
+       "if False:", ("tests/test_timing.py",),
+       "a trial the host fell behind in kept: its intervals hold launch latency (trials of "
+       "up to 114 us among 69.7 us ones)"),
+    _m("trial-retakes-unbounded", "harness/timing.py",
+       "if out.retaken < plan.max_trial_retakes and runner.raise_hold_if_behind():",
+       "if runner.raise_hold_if_behind():", ("tests/test_timing.py",),
+       "a host that never keeps up retakes trial after trial"),
+    _m("class-hold-floor-not-asked-for", "tools/gate/measure.py",
+       '**({"rep_hold_min_s": klass.rep_hold_min_s} if klass.rep_hold_min_s else {})',
+       "**{}", GATE,
+       "the bandwidth class's blocks held or not by their host's pace (a regime 0.5-1.3% "
+       "apart)"),
     _m("cool-by-either-reading", "harness/warmup.py",
        "return max(counter_w, averaged_w) < plan.cap_near_fraction * limit_w",
        "return min(counter_w, averaged_w) < plan.cap_near_fraction * limit_w",

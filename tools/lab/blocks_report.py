@@ -6,7 +6,8 @@ A block's level is its placed copies' mean where it has copies, else its trials'
 Per arm: blocks, how many had their reps held (``rep_hold_s`` > 0 where recorded, else a
 board under ``HELD_POWER_SHARE`` of the experiment's highest block power: held RMSNorm
 blocks drew 220-300 W where the others drew 470-530 W on H200 GPU-38de9528, 2026-12-04), the
-board's mean power, the level, and
+board's mean power, how many had a trial that ended with the host behind (fewer than
+``Plan.host_ahead_reps`` reps queued: its intervals may hold launch latency), the level, and
 three spreads (sd over the mean): of a worker's blocks (pooled over the arm's workers),
 of all the arm's blocks, and within a round (the arm's blocks less their round's mean).
 """
@@ -22,6 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from harness.plan import Plan
 from tools.gate.model import Block
 
 HELD_POWER_SHARE = 0.65
@@ -75,6 +77,12 @@ def held(blocks: list[dict[str, Any]], top_w: float | None) -> list[bool]:
             for p in powers]
 
 
+def host_behind(block: dict[str, Any]) -> bool:
+    """A trial of the block ended with the host behind the GPU (harness/reps.py)."""
+    return any(q is not None and q < Plan.host_ahead_reps
+               for q in block.get("reps_queued") or [])
+
+
 def arm_row(blocks: list[dict[str, Any]], top_w: float | None = None) -> dict[str, Any]:
     levels = [level_s(b) for b in blocks]
     by_slot: dict[int, list[float]] = defaultdict(list)
@@ -84,6 +92,7 @@ def arm_row(blocks: list[dict[str, Any]], top_w: float | None = None) -> dict[st
         by_round[block["round"]].append(level)
     powers = [p for p in map(mean_power_w, blocks) if p is not None]
     return {"blocks": len(blocks), "held": sum(held(blocks, top_w)),
+            "host_behind": sum(map(host_behind, blocks)),
             "power_w": statistics.fmean(powers) if powers else None,
             "level_us": statistics.fmean(levels) * 1e6,
             "worker_sd": _pooled_sd(list(by_slot.values())),
@@ -96,13 +105,14 @@ def report(data: dict[str, Any], name: str) -> str:
         return "—" if x is None else f"{x:.2%}"
 
     lines = [f"### {name}", "",
-             "| arm | blocks | held | board W | level us | a worker's sd | all sd "
-             "| within a round |", "|---|---|---|---|---|---|---|---|"]
+             "| arm | blocks | held | host behind | board W | level us | a worker's sd "
+             "| all sd | within a round |", "|---|---|---|---|---|---|---|---|---|"]
     top_w = max((p for p in map(mean_power_w, data["blocks"]) if p is not None), default=None)
     for arm, blocks in arms(data).items():
         r = arm_row(blocks, top_w)
         watts = "—" if r["power_w"] is None else f"{r['power_w']:.0f}"
-        lines.append(f"| `{arm}` | {r['blocks']} | {r['held']} | {watts} | {r['level_us']:.2f} | "
+        lines.append(f"| `{arm}` | {r['blocks']} | {r['held']} | {r['host_behind']} | {watts} | "
+                     f"{r['level_us']:.2f} | "
                      f"{pct(r['worker_sd'])} | {pct(r['all_sd'])} | {pct(r['round_sd'])} |")
     return "\n".join(lines)
 
