@@ -196,17 +196,17 @@ MUTANTS: tuple[Mutant, ...] = (
     # ---- the measurement's regime: the warm-up's early end, the hold floor
     _m("hold-floor-ignored", "harness/reps.py",
        "return max(self.rep_hold_s, self.plan.rep_hold_min_s)", "return self.rep_hold_s",
-       ("tests/test_timing.py",),
+       ("tests/test_host_hold.py",),
        "a block's reps held or not by its host's pace despite a floor (held RMSNorm blocks "
        "read 0.5-0.8% faster)"),
     _m("no-trial-retaken", "harness/timing.py",
        "if out.retaken < plan.max_trial_retakes and runner.raise_hold_if_behind():",
-       "if False:", ("tests/test_timing.py",),
+       "if False:", ("tests/test_host_hold.py",),
        "a trial the host fell behind in kept: its intervals hold launch latency (trials of "
        "up to 114 us among 69.7 us ones)"),
     _m("trial-retakes-unbounded", "harness/timing.py",
        "if out.retaken < plan.max_trial_retakes and runner.raise_hold_if_behind():",
-       "if runner.raise_hold_if_behind():", ("tests/test_timing.py",),
+       "if runner.raise_hold_if_behind():", ("tests/test_host_hold.py",),
        "a host that never keeps up retakes trial after trial"),
     _m("class-hold-floor-not-asked-for", "tools/gate/measure.py",
        '**({"rep_hold_min_s": klass.rep_hold_min_s} if klass.rep_hold_min_s else {})',
