@@ -136,23 +136,29 @@ def test_the_suite_asks_for_its_cases_precision_unless_the_plan_names_one(
 
 def test_the_runs_summary_counts_trials_and_why_they_stopped(tmp_path: Path) -> None:
     def write(name: str, samples: int, stop: str, warmup_s: float, cool: bool,
-              age_s: float = 0.0) -> None:
+              age_s: float = 0.0, retaken: int | None = None) -> None:
         path = tmp_path / "m" / "c-env" / "bench" / f"{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"measurement": {"samples": [1.0] * samples,
-                                                    "trials_stop": stop, "warmup_s": warmup_s,
-                                                    "warmup_cool": cool}}))
+        m = {"samples": [1.0] * samples, "trials_stop": stop, "warmup_s": warmup_s,
+             "warmup_cool": cool, **({} if retaken is None else {"trials_retaken": retaken})}
+        path.write_text(json.dumps({"measurement": m}))
         os.utime(path, (time.time() - age_s,) * 2)
 
     for i, (n, stop, warm, cool) in enumerate([(3, "precise", 0.31, True),
                                                (4, "precise", 1.42, False),
                                                (10, "at_cap", 1.71, False)]):
         write(f"case{i}", n, stop, warm, cool)
-    write("earlier", 10, "fixed", 9.0, True, age_s=3600)
+    write("earlier", 10, "fixed", 9.0, True, age_s=3600, retaken=2)
     line = trials_summary(tmp_path, since=time.time() - 60)
     assert line == ("kperf: trials: 3 measurements, median 4 (3-10), 17 in all; "
                     "stopped: 2 precise, 1 at_cap; warm-ups: median 1.42 s, 1 of 3 ended "
                     "far from the power cap")
+    write("case1", 4, "precise", 1.42, False, retaken=1)  # the host fell behind once
+    write("case2", 10, "at_cap", 1.71, False, retaken=0)
+    assert trials_summary(tmp_path, since=time.time() - 60) == (
+        "kperf: trials: 3 measurements, median 4 (3-10), 17 in all; 1 taken again, the host "
+        "behind the GPU (harness/timing.py); stopped: 2 precise, 1 at_cap; warm-ups: median "
+        "1.42 s, 1 of 3 ended far from the power cap")
     assert trials_summary(tmp_path / "none") == ""
 
 

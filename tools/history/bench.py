@@ -94,7 +94,7 @@ def trials_summary(records: Path, since: float = 0.0) -> str:
     taken: list[int] = []
     stops: dict[str, int] = {}
     warmups_s: list[float] = []
-    cool = 0
+    cool = retaken = 0
     for path in records.rglob("*.json") if records.is_dir() else []:
         if path.stat().st_mtime < since:  # an earlier run's: not read at all
             continue
@@ -105,6 +105,7 @@ def trials_summary(records: Path, since: float = 0.0) -> str:
         if not m.get("samples"):
             continue
         taken.append(len(m["samples"]))
+        retaken += int(m.get("trials_retaken") or 0)
         stop = m.get("trials_stop", "fixed")
         stops[stop] = stops.get(stop, 0) + 1
         if isinstance(m.get("warmup_s"), int | float):
@@ -115,8 +116,10 @@ def trials_summary(records: Path, since: float = 0.0) -> str:
     why = ", ".join(f"{n} {stop}" for stop, n in sorted(stops.items(), key=lambda kv: -kv[1]))
     warm = (f"; warm-ups: median {statistics.median(warmups_s):.2f} s, {cool} of "
             f"{len(warmups_s)} ended far from the power cap" if warmups_s else "")
+    again = (f"; {retaken} taken again, the host behind the GPU (harness/timing.py)"
+             if retaken else "")
     return (f"kperf: trials: {len(taken)} measurements, median {statistics.median(taken):g} "
-            f"({min(taken)}-{max(taken)}), {sum(taken)} in all; stopped: {why}{warm}")
+            f"({min(taken)}-{max(taken)}), {sum(taken)} in all{again}; stopped: {why}{warm}")
 
 
 def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
