@@ -58,6 +58,34 @@ def test_head_to_head_figures_and_reasons() -> None:
     assert "has no GPU" in cpu[0].why_empty
 
 
+def test_head_to_head_marks_a_backend_timed_behind_a_hold_where_another_was_not() -> None:
+    """The decode16 Triton GEMM's host falls behind the GPU, so its reps wait behind a hold
+    (165 us in H200 histories of 2026-12-03) while TileLang's are not held: its time is
+    marked, and flagged as from another regime than TileLang's; torch's records of before
+    ``rep_hold_s`` leave torch unmarked and out of the comparison."""
+    commit = "c" * 40
+    rf = _files({"tilelang": 1.0e-4, "triton": 8.1e-5, "torch": 9.0e-5}, commit)
+    recs = []
+    for backend, hold_s in (("tilelang", 0.0), ("triton", 165e-6), ("torch", None)):
+        r = _record(commit)
+        r["params"]["backend"] = backend
+        if hold_s is not None:
+            r["measurement"]["rep_hold_s"] = hold_s
+        r["_schema_version"] = 2
+        recs.append(r)
+    views = headtohead.build({"m1": {"gpu": "G"}}, [rf], {}, recs)
+    tl, tr, torch = views[0].tables[0].rows[0][2]
+    assert (tl.rep_hold_s, tr.rep_hold_s, torch.rep_hold_s) == (0.0, 165e-6, None)
+    assert tl.regimes_differ and tr.regimes_differ and not torch.regimes_differ
+    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
+    assert html.count('held" title=') == 1 and "behind a 165 µs hold" in html
+    assert "not from one regime" in html
+    recs[0]["measurement"]["rep_hold_s"] = 150e-6  # both held: one regime, still marked
+    views = headtohead.build({"m1": {"gpu": "G"}}, [rf], {}, recs)
+    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
+    assert html.count('held" title=') == 2 and "not from one regime" not in html
+
+
 def test_head_to_head_takes_an_unchanged_baseline_from_the_commit_that_timed_it() -> None:
     """``--baseline changed`` leaves torch untimed (a skip) at a commit where nothing its
     timing depends on changed: the page takes its latest timed point and says where from."""

@@ -62,6 +62,11 @@ class Cell:
     energy_why: str = ""
     energy_state: str = ""  # how its energy burst ran and the board's state before it
     sm_mhz: float | None = None
+    # the hold before each rep where its host fell behind the GPU (harness/reps.py; the
+    # longest over the point's records; None: not recorded); ``regimes_differ``: another
+    # backend of the row was measured behind none, or the other way round
+    rep_hold_s: float | None = None
+    regimes_differ: bool = False
     point_id: str = ""
     n_records: int = 0
     timed_at: str = ""  # the earlier commit the baseline was timed at, when not at this one
@@ -218,6 +223,7 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
                 cell.time_s = float(p.value)
                 _fill_from_records(cell, recs, dtype, compute_roofs, bw_roof)
             cells.append(cell)
+        _mark_regimes(cells)
         base = next((c for c in cells if c.backend == BASELINE), None)
         for c in cells:
             if c.status != "ok" or c.backend == BASELINE:
@@ -233,6 +239,16 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
         rows.append((case, dtype, cells))
     return OpTable(op=op, benchmark=bench, commit=latest.commit, env_name=latest.env_name,
                    rows=rows)
+
+
+def _mark_regimes(cells: list[Cell]) -> None:
+    """Flags a row whose backends were measured some behind a hold and some without: a
+    kernel's time moves with the hold (a 70 us RMSNorm read 1.4% faster behind 150 us than
+    unheld on an H200, docs/journal/2026-12-04.md, "Late morning of 2026-12-04")."""
+    known = [c for c in cells if c.status == "ok" and c.rep_hold_s is not None]
+    held = {c.rep_hold_s > 0 for c in known}
+    for c in known:
+        c.regimes_differ = len(held) > 1
 
 
 def _baseline_timed_earlier(history: list[data.ResultFile], bench: str,
@@ -262,6 +278,9 @@ def _fill_from_records(cell: Cell, recs: list[dict[str, Any]], dtype: str,
         clocks += [v for w in windows if isinstance(w, dict)
                    and (v := _finite(w.get("sm_clock_mhz_median"))) is not None]
     cell.sm_mhz = statistics.median(clocks) if clocks else None
+    holds = [h for r in recs
+             if (h := _finite((r.get("measurement") or {}).get("rep_hold_s"))) is not None]
+    cell.rep_hold_s = max(holds) if holds else None
     fracs = []
     croof = compute_roofs.get(dtype)
     if cell.tflops is not None and croof and croof.value:

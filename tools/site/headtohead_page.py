@@ -35,6 +35,22 @@ def _why(text: str) -> str:
     return f'<span class="muted" title="{esc(text)}">—</span>' if text else "—"
 
 
+def held_mark(c: Cell) -> str:
+    """A mark beside the time of a point whose reps waited behind a hold (its host fell
+    behind the GPU); empty where they did not or it is not recorded."""
+    if not c.rep_hold_s:
+        return ""
+    title = (f"its host fell behind the GPU, so each timed rep waited behind a "
+             f"{c.rep_hold_s * 1e6:.0f} µs hold (harness/reps.py); a kernel's time moves with "
+             f"such a hold: a 70 µs RMSNorm read 1.4% faster behind 150 µs than unheld (H200, "
+             f"docs/journal/2026-12-04.md)")
+    if c.regimes_differ:
+        title += ". Another backend of this case ran without one: the two times are not " \
+                 "from one regime"
+    cls = "why" if c.regimes_differ else "muted"
+    return f' <span class="{cls} held" title="{esc(title)}">held</span>'
+
+
 def _cell_row(c: Cell, energy_threshold: float | None = None) -> str:
     link = (f'<a href="telemetry.html#point={c.point_id}" title="clocks, power and '
             f'throttle state of this point\'s samples">telemetry</a>' if c.n_records else
@@ -64,7 +80,7 @@ def _cell_row(c: Cell, energy_threshold: float | None = None) -> str:
                   f'depends on was unchanged, or the run did not select it): as timed at '
                   f'{esc(c.timed_at[:8])}">@{esc(c.timed_at[:8])}</span>')
     return (f'<td class="l" data-status="ok" data-timed-at="{esc(c.timed_at)}">{label}</td>'
-            f'<td class="time"{data_attr(c.time_s)}>{fmt_time(c.time_s)}</td>'
+            f'<td class="time"{data_attr(c.time_s)}>{fmt_time(c.time_s)}{held_mark(c)}</td>'
             f'<td class="tflops"{data_attr(c.tflops)}>'
             f'{fmt_num(c.tflops) if c.tflops is not None else _why(no_rec)}</td>'
             f'<td class="gbps"{data_attr(c.gbps)}>'
