@@ -3,8 +3,11 @@ hidden characters are escaped."""
 
 from __future__ import annotations
 
-from tools.gate import report
+from tools.gate import cli, report
+from tools.gate.config import Thresholds
 from tools.gate.model import Verdict
+
+from .conftest import REPO
 
 
 def test_hostile_case_names_stay_in_their_cell() -> None:
@@ -36,3 +39,18 @@ def test_base_head_and_hidden_characters_are_escaped_in_the_report() -> None:
     hidden = "\u202e\u2066\u2067\u200b\x1b"
     assert not set(hidden) & set(text), ascii(text)
     assert not set(hidden) & set(report.md("x\u202ey\x00z")), "md() itself"
+
+
+def test_the_design_line_says_which_classes_were_timed_behind_a_hold() -> None:
+    """A bandwidth case's before and after read below the history's (every rep held 150 us
+    in the gate, none in the history): the report says so, once per class, and not for a
+    run without such a class."""
+    th = Thresholds.load(REPO / "thresholds.json")
+    state = {"base": "a" * 40, "head": "b" * 40, "machine": "m"}
+    rows = [Verdict(f"bench_rmsnorm.RmsnormTime.track_time('{b}')", "", "bandwidth", "SAME")
+            for b in ("tilelang", "triton")]
+    gemm = Verdict("bench_gemm.GemmTime.track_time('x')", "", "compute", "SAME")
+    design = cli.info_of(state, [*rows, gemm], th)["design"]
+    assert design.count("hold before each rep") == 1
+    assert "; bandwidth cases timed behind a 150 µs hold before each rep" in design
+    assert "hold" not in cli.info_of(state, [gemm], th)["design"]

@@ -223,6 +223,17 @@ def read_state(pr_dir: Path) -> dict[str, Any]:
     return load_json(path, "gate-state")
 
 
+def held_classes(verdicts: list[Verdict], th: Thresholds) -> str:
+    """The design line's word on classes timed behind a hold before every rep: their times
+    read below the history's, which holds no rep where the host keeps ahead (a 70 us
+    RMSNorm ~1.4%, docs/journal/2026-12-04.md, "Late morning of 2026-12-04")."""
+    holds = sorted({(v.klass, th.classes[v.klass].rep_hold_min_s) for v in verdicts
+                    if v.klass in th.classes and th.classes[v.klass].rep_hold_min_s})
+    return "".join(f"; {name} cases timed behind a {hold_s * 1e6:.0f} µs hold before each rep, "
+                   f"so their times can read below the history's (a 70 µs RMSNorm by ~1.4%)"
+                   for name, hold_s in holds)
+
+
 def info_of(state: dict[str, Any], verdicts: list[Verdict], th: Thresholds) -> dict[str, Any]:
     rounds = max((v.rounds for v in verdicts), default=0)
     seq = th.sequential
@@ -230,7 +241,7 @@ def info_of(state: dict[str, Any], verdicts: list[Verdict], th: Thresholds) -> d
             "base_how": state.get("base_how", ""), "machine": state["machine"],
             "design": (f"base and head alternating in rounds of one block each (at most "
                        f"{rounds} rounds used; looks after {seq.min_rounds}-{seq.max_rounds}; "
-                       f"SLOW/FAST re-measured by fresh workers)"),
+                       f"SLOW/FAST re-measured by fresh workers){held_classes(verdicts, th)}"),
             "stopped": state.get("stopped", ""), "wall_s": state.get("wall_s"),
             "correction": {"bh": "Benjamini-Hochberg", "holm": "Holm"}[th.correction],
             "alpha": th.alpha, "beta": th.beta, "thresholds": str(th.path),
