@@ -62,14 +62,16 @@ class Runner:
 
     def hold_for_host(self) -> None:
         """A hold before every rep's start event when the last ``time_reps`` ended with
-        the host fewer than ``host_ahead_reps`` reps ahead of the GPU (module doc)."""
+        the host fewer than ``host_ahead_reps`` reps ahead of the GPU (module doc). It only
+        grows: a measurement's trials are never held less than those before them."""
         ahead_needed = min(self.plan.host_ahead_reps, self.last_reps / 2)  # a short batch
         behind = self.reps_queued is not None and self.reps_queued < ahead_needed
         if self.mode == "events" and behind and self.host_rep_s:
             need_s = self.plan.host_margin * self.host_rep_s
             held_s = self._held_s(need_s)  # a hold spins clock cycles: it may run short
             scale = need_s / held_s if 0 < held_s < need_s else 1.0
-            self.rep_hold_s = min(need_s * scale, self.plan.max_rep_hold_s)
+            self.rep_hold_s = max(self.rep_hold_s,
+                                  min(need_s * scale, self.plan.max_rep_hold_s))
 
     def raise_hold_if_behind(self) -> bool:
         """After a trial: True where the host fell behind in it with the hold then in force

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from harness.plan import Plan
@@ -120,10 +121,9 @@ def warm_up(runner: Runner, reps: int, plan: Plan, sampler: Sampler,
     (``_cool``) settles on times and clocks alone, from ``cool_warmup_min_s`` on.
     """
     start = clock() if began is None else began  # the host's probe ran from ``began``
-    if _cool_rule_on(plan):
-        with sampler.polling_every(WARMUP_POLL_S):
-            return _warm_up(runner, reps, plan, sampler, clock, start)
-    return _warm_up(runner, reps, plan, sampler, clock, start)
+    polling = sampler.polling_every(WARMUP_POLL_S) if _cool_rule_on(plan) else nullcontext()
+    with polling:
+        return _warm_up(runner, reps, plan, sampler, clock, start)
 
 
 def _warm_up(runner: Runner, reps: int, plan: Plan, sampler: Sampler,

@@ -16,6 +16,9 @@ from typing import Any
 from harness.telemetry import Reading
 from harness.timing import Measurement, Plan, measure
 
+# a plan that measures in milliseconds on the fakes: short trials, no warm-up minimum
+FAST = dict(min_trial_s=0.002, warmup_min_s=0.0, trials=8)
+
 
 @dataclass
 class FakeGpu:

@@ -15,9 +15,7 @@ from harness import timing
 from harness.reps import Runner, reps_queued
 from harness.timing import Plan, measure
 
-from .fakes import FakeGpu, FakeKernel
-
-FAST = dict(min_trial_s=0.002, warmup_min_s=0.0, trials=8)
+from .fakes import FAST, FakeGpu, FakeKernel
 
 
 def test_each_trial_says_how_many_reps_the_host_had_queued_ahead():
@@ -279,3 +277,16 @@ def test_the_energy_burst_of_a_slow_host_replays_a_graph():
     runner.rep_hold_s = 0.0  # launched one by one, the host's 100 us a call shows
     seconds, calls = runner.burst(200)
     assert calls == 200 and seconds / calls > 90e-6
+
+
+def test_a_hold_never_shrinks_within_a_measurement() -> None:
+    """A host found behind again, now at a quicker pace, keeps the longer hold it had: the
+    trials before and after are held alike."""
+    gpu = FakeGpu()
+    runner = Runner(gpu, [FakeKernel(gpu, cycles=1500e6 * 70e-6)], Plan(**FAST))
+    runner.time_reps(20)
+    runner.rep_hold_s, runner.reps_queued, runner.host_rep_s = 300e-6, 0.5, 100e-6
+    assert not runner.raise_hold_if_behind()
+    assert runner.rep_hold_s == 300e-6
+    runner.host_rep_s = 400e-6  # slower still: the hold grows
+    assert runner.raise_hold_if_behind() and runner.rep_hold_s > 300e-6

@@ -60,9 +60,10 @@ def test_head_to_head_figures_and_reasons() -> None:
 
 def test_head_to_head_marks_a_backend_timed_behind_a_hold_where_another_was_not() -> None:
     """The decode16 Triton GEMM's host falls behind the GPU, so its reps wait behind a hold
-    (165 us in H200 histories of 2026-12-03) while TileLang's are not held: its time is
-    marked, and flagged as from another regime than TileLang's; torch's records of before
-    ``rep_hold_s`` leave torch unmarked and out of the comparison."""
+    (165 us in the H200 histories of 2026-12-03, vm-nvidia-h200-c17ca2d7 and others) while
+    TileLang's are not held: its time is marked, and flagged as from another regime than
+    TileLang's; torch's records of before ``rep_hold_s`` leave torch unmarked and out of
+    the comparison."""
     commit = "c" * 40
     rf = _files({"tilelang": 1.0e-4, "triton": 8.1e-5, "torch": 9.0e-5}, commit)
     recs = []

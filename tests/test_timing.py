@@ -10,9 +10,7 @@ import pytest
 from harness.timing import Plan, measure
 from harness.warmup import _cap_wait_s, _settled
 
-from .fakes import FakeGpu, FakeKernel, measure_on_a_counter
-
-FAST = dict(min_trial_s=0.002, warmup_min_s=0.0, trials=8)
+from .fakes import FAST, FakeGpu, FakeKernel, measure_on_a_counter
 
 
 def test_long_kernel_is_event_timed_with_a_flush_per_rep():

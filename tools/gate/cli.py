@@ -225,12 +225,12 @@ def read_state(pr_dir: Path) -> dict[str, Any]:
 
 def held_classes(verdicts: list[Verdict], th: Thresholds) -> str:
     """The design line's word on classes timed behind a hold before every rep: their times
-    read below the history's, which holds no rep where the host keeps ahead (a 70 us
-    RMSNorm ~1.4%, docs/journal/2026-12-04.md, "Late morning of 2026-12-04")."""
+    read below the history's, which holds no rep where the host keeps ahead (docs/gate.md,
+    "Buffers moved every block")."""
     holds = sorted({(v.klass, th.classes[v.klass].rep_hold_min_s) for v in verdicts
                     if v.klass in th.classes and th.classes[v.klass].rep_hold_min_s})
     return "".join(f"; {name} cases timed behind a {hold_s * 1e6:.0f} µs hold before each rep, "
-                   f"so their times can read below the history's (a 70 µs RMSNorm by ~1.4%)"
+                   f"so their times can read below the history's (docs/gate.md)"
                    for name, hold_s in holds)
 
 

@@ -198,12 +198,16 @@ MUTANTS: tuple[Mutant, ...] = (
        "return max(self.rep_hold_s, self.plan.rep_hold_min_s)", "return self.rep_hold_s",
        ("tests/test_host_hold.py",),
        "a block's reps held or not by its host's pace despite a floor (held RMSNorm blocks "
-       "read 0.5-0.8% faster)"),
+       "read 0.5-0.8% faster, H200 GPU-38de9528, 2026-12-04)"),
+    _m("hold-shrinks", "harness/reps.py",
+       "self.rep_hold_s = max(self.rep_hold_s,\n", "self.rep_hold_s = max(0.0,\n",
+       ("tests/test_host_hold.py",),
+       "a trial held less than the ones before it in the same measurement"),
     _m("no-trial-retaken", "harness/timing.py",
        "if out.retaken < plan.max_trial_retakes and runner.raise_hold_if_behind():",
        "if False:", ("tests/test_host_hold.py",),
        "a trial the host fell behind in kept: its intervals hold launch latency (trials of "
-       "up to 114 us among 69.7 us ones)"),
+       "up to 114 us among 69.7 us ones, H200 GPU-fd64c0f9, 2026-12-04)"),
     _m("trial-retakes-unbounded", "harness/timing.py",
        "if out.retaken < plan.max_trial_retakes and runner.raise_hold_if_behind():",
        "if runner.raise_hold_if_behind():", ("tests/test_host_hold.py",),
@@ -211,8 +215,8 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("class-hold-floor-not-asked-for", "tools/gate/measure.py",
        '**({"rep_hold_min_s": klass.rep_hold_min_s} if klass.rep_hold_min_s else {})',
        "**{}", GATE,
-       "the bandwidth class's blocks held or not by their host's pace (a regime 0.5-1.3% "
-       "apart)"),
+       "the bandwidth class's blocks held or not by their host's pace (TileLang RMSNorm "
+       "70.53 us unheld, 69.56 us held, H200 GPU-fd64c0f9, 2026-12-04)"),
     _m("cool-by-either-reading", "harness/warmup.py",
        "return max(counter_w, averaged_w) < plan.cap_near_fraction * limit_w",
        "return min(counter_w, averaged_w) < plan.cap_near_fraction * limit_w",

@@ -244,7 +244,8 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
 def _mark_regimes(cells: list[Cell]) -> None:
     """Flags a row whose backends were measured some behind a hold and some without: a
     kernel's time moves with the hold (a 70 us RMSNorm read 1.4% faster behind 150 us than
-    unheld on an H200, docs/journal/2026-12-04.md, "Late morning of 2026-12-04")."""
+    unheld on H200 GPU-fd64c0f9, 2026-12-04, docs/journal/2026-12-04.md, "Late morning of
+    2026-12-04")."""
     known = [c for c in cells if c.status == "ok" and c.rep_hold_s is not None]
     held = {c.rep_hold_s > 0 for c in known}
     for c in known:

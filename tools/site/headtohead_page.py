@@ -42,8 +42,8 @@ def held_mark(c: Cell) -> str:
         return ""
     title = (f"its host fell behind the GPU, so each timed rep waited behind a "
              f"{c.rep_hold_s * 1e6:.0f} µs hold (harness/reps.py); a kernel's time moves with "
-             f"such a hold: a 70 µs RMSNorm read 1.4% faster behind 150 µs than unheld (H200, "
-             f"docs/journal/2026-12-04.md)")
+             f"such a hold: a 70 µs RMSNorm read 1.4% faster behind 150 µs than unheld (H200 "
+             f"GPU-fd64c0f9, 2026-12-04, docs/journal/2026-12-04.md)")
     if c.regimes_differ:
         title += ". Another backend of this case ran without one: the two times are not " \
                  "from one regime"
