@@ -54,3 +54,20 @@ def test_the_design_line_says_which_classes_were_timed_behind_a_hold() -> None:
     assert design.count("hold before each rep") == 1
     assert "; bandwidth cases timed behind a 150 µs hold before each rep" in design
     assert "hold" not in cli.info_of(state, [gemm], th)["design"]
+
+
+def test_the_summary_says_which_moved_figures_are_static_not_timings() -> None:
+    """The softmax edit of 2026-12-04 (docs/journal/2026-12-04.md): its Triton kernel 2.8%
+    slower, and 56 registers instead of 64 with one more wave a SM: "1 slower, 3 faster" read
+    as three faster timings. The static figures that moved are named as such."""
+    time = Verdict("bench_softmax.SoftmaxTime.track_time('x')", "", "bandwidth", "SLOW")
+    static = [Verdict(f"bench_softmax.Softmax{n}.track_value('sm_90a')", "", "static", "FAST",
+                      unit=u) for n, u in (("Registers", "registers"), ("Occupancy", "waves"))]
+    more = Verdict("bench_gemm.GemmRegisters.track_value('sm_90a')", "", "static", "SLOW",
+                   unit="registers")
+    line = report.summary_line([time, *static], 1)
+    assert line.startswith("**REGRESSION** (exit 1): 1 slower, 2 faster (2 of them static "
+                           "figures), 0 same"), line
+    assert "1 slower, 0 faster" in report.summary_line([time], 1)
+    assert "2 slower (1 of them static figures), 0 faster" in report.summary_line(
+        [time, more], 1)

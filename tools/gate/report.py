@@ -100,13 +100,21 @@ def _class_note(v: Verdict) -> str:
     return f"at the power cap: judged as {v.klass}, not {v.rule_class}"
 
 
+def _moved(verdicts: Sequence[Verdict], verdict: str, word: str) -> str:
+    """``3 faster (3 of them static figures)``: a register count or an occupancy that moved
+    is not a timing, and a reader of "1 slower, 3 faster" would take it for one."""
+    moved = [v for v in verdicts if v.verdict == verdict]
+    static = sum(v.unit != "seconds" for v in moved)
+    return f"{len(moved)} {word}" + (f" ({static} of them static figures)" if static else "")
+
+
 def summary_line(verdicts: Sequence[Verdict], code: int) -> str:
     counts = {k: sum(v.verdict == k for v in verdicts) for k in _ORDER}
     broke = sum(v.broke for v in verdicts)
     unchanged = sum(v.unchanged for v in verdicts)
     same = f"{counts['SAME']} same" + (f" ({unchanged} of them not measured: code unchanged)"
                                        if unchanged else "")
-    parts = [f"{counts['SLOW']} slower", f"{counts['FAST']} faster", same,
+    parts = [_moved(verdicts, "SLOW", "slower"), _moved(verdicts, "FAST", "faster"), same,
              f"{counts['INCONCLUSIVE']} inconclusive"] + ([f"{broke} broken"] if broke else [])
     return f"**{STATUS[code]}** (exit {code}): " + ", ".join(parts) + f" of {len(verdicts)} cases"
 
