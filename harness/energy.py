@@ -34,6 +34,16 @@ def energy_bursts(runner: Runner, plan: Plan, sampler: Sampler, call_s: float,
     return bursts
 
 
+def counter_stream(updates: list[tuple[float, float]], start: float) -> list[list[float]]:
+    """The counter's updates in a burst as [seconds since the burst began, joules since its
+    first update]: what ``tools.lab.burst_replay`` needs to say what a shorter burst would
+    have read, from the same run (the H200's counter moves every ~100 ms)."""
+    if not updates:
+        return []
+    first_j = updates[0][1]
+    return [[round(t - start, 6), round(e - first_j, 6)] for t, e in updates]
+
+
 def _burst_power(burst: dict[str, Any], sampler: Sampler) -> float | None:
     """A burst's mean watts, by the energy counter's own updates where it moved at least
     twice inside it, else by the power readings; notes which, and the updates used."""
@@ -43,6 +53,7 @@ def _burst_power(burst: dict[str, Any], sampler: Sampler) -> float | None:
     burst["power_from"] = "energy counter" if watts is not None else "power readings"
     burst["counter_updates"] = len(updates)
     burst["counter_span_s"] = updates[-1][0] - updates[0][0] if len(updates) > 1 else 0.0
+    burst["updates"] = counter_stream(updates, t_lo + sampler.source.lag_s)
     if watts is None:
         watts = sampler.window(t_lo, t_hi).power_w_mean
     burst["power_w"] = watts

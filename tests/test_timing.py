@@ -9,6 +9,7 @@ import pytest
 
 from harness.timing import Plan, measure
 from harness.warmup import _cap_wait_s, _settled
+from tools.lab.burst_replay import burst_energy
 
 from .fakes import FAST, FakeGpu, FakeKernel, measure_on_a_counter
 
@@ -259,6 +260,12 @@ def test_energy_bursts_each_keep_their_energy_counter_updates_and_the_boards_sta
         assert e == pytest.approx(300.0 * 1e-3, rel=0.05)  # 300 W x 1 ms of device time
         assert b["power_from"] == "energy counter" and b["counter_updates"] >= 5
         assert 0 < b["counter_span_s"] <= b["span_s"] and "t0" not in b
+        # the counter's stream, for replaying shorter bursts (tools/lab/burst_replay.py)
+        stream = b["updates"]
+        assert len(stream) == b["counter_updates"] and stream[0][1] == 0.0
+        assert all(0 <= t <= b["span_s"] + 0.01 for t, _ in stream)
+        assert [t for t, _ in stream] == sorted(t for t, _ in stream)
+        assert burst_energy(b, None, b["span_s"] + 1.0) == pytest.approx(e, rel=1e-4)  # to the us
     assert burst["counter_updates"] == sum(b["counter_updates"] for b in burst["per_burst"])
     assert burst["spread"] == pytest.approx((max(per_call) - min(per_call)) / statistics.median(
         per_call)) and burst["spread"] < 0.1
