@@ -34,7 +34,7 @@ def write_run(folder: Path, bursts: list[dict], name: str = "a") -> Path:
         "energy_burst": {"per_burst": [{k: v for k, v in b.items() if k != "figure"}
                                        for b in bursts],
                          "energy_per_call_j": [b["figure"] for b in bursts]}}}
-    (folder / f"{name}.json").write_text(json.dumps(record))
+    (folder / f"{name}.json").write_text(json.dumps(record, sort_keys=True))  # as written
     return folder
 
 

@@ -57,9 +57,10 @@ def test_the_design_line_says_which_classes_were_timed_behind_a_hold() -> None:
 
 
 def test_the_summary_says_which_moved_figures_are_static_not_timings() -> None:
-    """The softmax edit of 2026-12-04 (docs/journal/2026-12-04.md): its Triton kernel 2.8%
-    slower, and 56 registers instead of 64 with one more wave a SM: "1 slower, 3 faster" read
-    as three faster timings. The static figures that moved are named as such."""
+    """The softmax edit on an H200 (vm-nvidia-h200-9d545b5a, 2026-12-04, docs/journal/
+    2026-12-04.md): its Triton kernel 2.8% slower, and 56 registers instead of 64 with one
+    more wave a SM: "1 slower, 3 faster" read as three faster timings. The static figures
+    that moved are named as such."""
     time = Verdict("bench_softmax.SoftmaxTime.track_time('x')", "", "bandwidth", "SLOW")
     static = [Verdict(f"bench_softmax.Softmax{n}.track_value('sm_90a')", "", "static", "FAST",
                       unit=u) for n, u in (("Registers", "registers"), ("Occupancy", "waves"))]
