@@ -72,6 +72,16 @@ class Plan:
     # A hold the host queues a batch behind (the estimate's reps, reps without a flush,
     # the energy burst), so launch latency does not leak into its first intervals
     lead_hold_s: float = 1e-3
+    # The estimate chooses how a case is timed (graph replay under ``graph_below_s``), so
+    # one the host outlasted its hold in is taken again behind a longer one (twice the
+    # last, or ``host_margin`` times the host's time to queue the reps), up to this many
+    # times and this long. A 10.8 us LayerNorm whose host took 171 us a rep (5 reps, 1 ms
+    # of hold) read 192 us, was timed by events at 15.9 us instead of graph replay at
+    # 10.8 us, and stepped x1.467 between two runs of one commit (H200
+    # vm-nvidia-h200-eb9ed144, 2026-12-04, docs/journal/2026-12-04.md "Midday of
+    # 2026-12-04").
+    estimate_retakes: int = 3
+    max_lead_hold_s: float = 20e-3
     # A trial's worth of reps that ends with fewer reps still queued than this gets a hold
     # in every rep. The host either keeps ahead, up to the driver's queue (200-256 reps
     # on an H200), or falls behind (about one): of 77 measurements by events without a

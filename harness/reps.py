@@ -42,6 +42,7 @@ class Runner:
         self.host_rep_s: float | None = None  # host seconds to queue a rep, last time_reps
         self.gpu_rep_s: float | None = None  # device seconds of a rep, flush included
         self.rep_hold_s = 0.0
+        self.estimate_hold_s = 0.0  # the hold of the estimate's reps (harness/timing.py)
         self.last_sets: list[int] = []  # events mode: each rep's input set, last time_reps
 
     def _call(self) -> None:
@@ -72,6 +73,12 @@ class Runner:
             scale = need_s / held_s if 0 < held_s < need_s else 1.0
             self.rep_hold_s = max(self.rep_hold_s,
                                   min(need_s * scale, self.plan.max_rep_hold_s))
+
+    def outlasted_lead_hold(self) -> bool:
+        """Whether the host was still queueing the last ``time_reps`` when the GPU got to
+        its reps: then the later reps waited for their launches and their events read them.
+        A host that outlasts the hold leaves every rep queued when it is done."""
+        return self.reps_queued is not None and self.reps_queued < 0.9 * self.last_reps
 
     def raise_hold_if_behind(self) -> bool:
         """After a trial: True where the host fell behind in it with the hold then in force
@@ -124,13 +131,17 @@ class Runner:
         dev.synchronize()
         return start.elapsed_time(end) * 1e-3, replays * per
 
-    def time_reps(self, reps: int, lead_hold: bool = False) -> list[float]:
-        """Seconds per call of each rep, all reps enqueued before one synchronize."""
+    def time_reps(self, reps: int, lead_hold_s: float | None = None) -> list[float]:
+        """Seconds per call of each rep, all reps enqueued before one synchronize, behind a
+        hold of ``lead_hold_s`` (default: ``plan.lead_hold_s`` where the reps have no flush
+        in front, none where they do)."""
         dev = self.device
         flush = self.plan.flush_l2 and self.mode == "events"
         pairs = [(dev.event(), dev.event()) for _ in range(reps)]
-        if lead_hold or not flush:
-            dev.hold(self.plan.lead_hold_s)
+        if lead_hold_s is None and not flush:
+            lead_hold_s = self.plan.lead_hold_s
+        if lead_hold_s:
+            dev.hold(lead_hold_s)
         first_call, host_s = self._next, []
         hold_s = self.hold_before_rep_s
         for start, end in pairs:

@@ -63,6 +63,9 @@ class Measurement:
     # as it is for a host far ahead, the host waits for the GPU and this reads its pace)
     host_rep_s: float | None = None
     rep_hold_s: float = 0.0  # the hold before each rep's start event (0: none; harness/reps.py)
+    # the hold the estimate's reps were queued behind: longer than ``Plan.lead_hold_s``
+    # where the host was still queueing them when that one ended (``estimate_call_s``)
+    estimate_hold_s: float = 0.0
     # trials taken again because the host fell behind in them and the hold grew
     # (``Plan.max_trial_retakes``)
     trials_retaken: int = 0
@@ -160,6 +163,7 @@ def measure(
         reps_queued=trials.queued,
         input_set_medians_s=trials.set_medians(),
         host_rep_s=host_rep_s,
+        estimate_hold_s=runner.estimate_hold_s,
         rep_hold_s=runner.hold_before_rep_s,
         warmup_trace=warm.trace,
         warmup_cool=warm.cool,
@@ -176,7 +180,7 @@ def _choose_mode(runner: Runner, plan: Plan, clock: Callable[[], float]
     Graph replay for calls shorter than ``graph_below_s``; otherwise events, after a
     trial's worth of reps has shown whether the host stays ahead (harness/reps.py). That
     probe warms the kernel up too, so the warm-up counts from its start."""
-    estimate = statistics.median(runner.time_reps(plan.estimate_calls, lead_hold=True))
+    estimate = estimate_call_s(runner, plan)
     host_rep_s = runner.host_rep_s
     if estimate < plan.graph_below_s and runner.device.supports_graphs:
         per_replay = plan.graph_rep_s / max(estimate, 1e-9)
@@ -186,6 +190,22 @@ def _choose_mode(runner: Runner, plan: Plan, clock: Callable[[], float]
     runner.time_reps(trial_reps(estimate, plan))
     runner.hold_for_host()
     return estimate, runner.host_rep_s, began
+
+
+def estimate_call_s(runner: Runner, plan: Plan) -> float:
+    """Device seconds per call: the median of ``plan.estimate_calls`` reps queued behind a
+    hold. Where the host was still queueing them when the hold ended, again behind a longer
+    hold (``Plan.estimate_retakes``); ``runner.estimate_hold_s`` keeps the last one."""
+    hold_s = plan.lead_hold_s
+    times = runner.time_reps(plan.estimate_calls, lead_hold_s=hold_s)
+    for _ in range(plan.estimate_retakes):
+        if not runner.outlasted_lead_hold() or hold_s >= plan.max_lead_hold_s:
+            break
+        host_s = plan.host_margin * plan.estimate_calls * (runner.host_rep_s or 0.0)
+        hold_s = min(plan.max_lead_hold_s, max(2 * hold_s, host_s))
+        times = runner.time_reps(plan.estimate_calls, lead_hold_s=hold_s)
+    runner.estimate_hold_s = hold_s
+    return statistics.median(times)
 
 
 def _run_trials(runner: Runner, reps: int, plan: Plan, sampler: Sampler, at_cap: bool,

@@ -110,6 +110,7 @@ def test_records_of_pooled_rounds_give_every_sample_its_clock(tmp_path, monkeypa
     pooled = asvio.Block("base", 1, samples=first + second)
     asvio.attach_records(pooled, recs)
     assert pooled.clocks == [1400.0] * 3 + [1500.0] * 2 and pooled.throttle_bits == 4
+    assert pooled.method == "events"  # how both records timed it
     unexplained = asvio.Block("base", 1, samples=[*first, 7.0])
     asvio.attach_records(unexplained, recs)
     assert unexplained.clocks == [], "a sample no record explains: no clocks at all"

@@ -126,14 +126,15 @@ def test_a_block_keeps_how_far_the_host_was_ahead_in_each_trial() -> None:
                 "throttle_bits_or": 0}] * 2
     result = {"samples": [80e-6, 80e-6], "measurement": {
         "windows": windows, "telemetry_backend": "nvml", "reps_queued": [250.0, 0.7],
-        "rep_hold_s": 150e-6, "trials_retaken": 1}}
+        "rep_hold_s": 150e-6, "trials_retaken": 1, "mode": "events"}}
     block = block_of(result, "head", 1, False)
     assert block.reps_queued == [250.0, 0.7]
-    assert (block.rep_hold_s, block.trials_retaken) == (150e-6, 1)
-    for key in ("reps_queued", "rep_hold_s", "trials_retaken"):  # a worker of before: unknown
+    assert (block.rep_hold_s, block.trials_retaken, block.method) == (150e-6, 1, "events")
+    for key in ("reps_queued", "rep_hold_s", "trials_retaken", "mode"):  # a worker of before
         del result["measurement"][key]
     block = block_of(result, "head", 1, False)
-    assert (block.reps_queued, block.rep_hold_s, block.trials_retaken) == ([], None, None)
+    assert (block.reps_queued, block.rep_hold_s, block.trials_retaken,
+            block.method) == ([], None, None, None)
 
 
 def test_a_block_keeps_each_placed_copys_median_through_its_log(tmp_path: Path) -> None:

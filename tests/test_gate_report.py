@@ -72,3 +72,33 @@ def test_the_summary_says_which_moved_figures_are_static_not_timings() -> None:
     assert "1 slower, 0 faster" in report.summary_line([time], 1)
     assert "2 slower (1 of them static figures), 0 faster" in report.summary_line(
         [time, more], 1)
+
+
+def test_a_case_timed_by_different_methods_on_the_sides_says_so(th) -> None:
+    """Base replayed as a graph, head timed by events around one call (it crossed
+    graph_below_s, or its estimate read the host): the verdict keeps the two methods and
+    its reason says part of the change is theirs; one method on both sides, or blocks that
+    do not say, add nothing."""
+    from tests._gate import NORM, case, noisy, one
+    from tools.gate.look import decide_look
+    from tools.gate.model import side_methods
+
+    def verdict(base: str | None, head: str | None) -> Verdict:
+        data = case(NORM, noisy(1.0, 6, 0.001, 1), noisy(1.4, 6, 0.001, 2), clock=1980.0,
+                    power=450.0, bits=0)
+        for blk in data.blocks:
+            blk.method = base if blk.side == "base" else head
+        return one(decide_look([data], th, None, 1, th.sequential.looks), NORM)
+
+    crossed = verdict("graph", "events")
+    assert crossed.verdict == "SLOW" and crossed.methods == ("graph", "events")
+    assert ("timed by graph replay at base, events around one call at head: part of the "
+            "change is the method's") in report.fmt_verdict(crossed)
+    assert crossed.as_dict()["methods"] == ("graph", "events")
+    for same in (("events", "events"), ("graph", None), (None, None)):
+        v = verdict(*same)
+        assert v.methods is None and "method" not in report.fmt_verdict(v), same
+    data = case(NORM, [1.0, 1.0], [1.0, 1.0])
+    data.blocks[0].method, data.blocks[2].method = "graph", "events"  # base rounds differ
+    data.blocks[1].method = data.blocks[3].method = "events"
+    assert side_methods(data.pairs()) == ("mixed", "events")

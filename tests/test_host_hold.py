@@ -254,6 +254,52 @@ def test_the_estimate_is_the_kernels_time_not_the_hosts():
     assert statistics.median(m.samples) == pytest.approx(12e-6, rel=0.05)
 
 
+def _host_slow_outside_graphs(gpu: FakeGpu, host_s: float, kernel_s: float
+                              ) -> Callable[[], None]:
+    """A launch that costs the host ``host_s`` (simulated and real) one by one and nothing
+    inside a graph replay, where the driver launches the calls."""
+    gpu.launch_overhead_s = host_s
+    kernel = FakeKernel(gpu, cycles=1500e6 * kernel_s)
+
+    def launch() -> None:
+        until = time.perf_counter() + (0.0 if gpu.in_graph else host_s)
+        while time.perf_counter() < until:
+            pass
+        kernel()
+
+    return launch
+
+
+def test_an_estimate_the_host_outlasted_its_hold_in_is_taken_again_behind_a_longer_one():
+    """A 10 us kernel whose launch costs the host 500 us: five estimate reps take the host
+    2.5 ms, the 1 ms hold ends while it queues the third, and the GPU waits for the later
+    launches, so the estimate (their median) reads 340 us, over graph_below_s: the kernel
+    would be timed by events. On an H200 a 10.8 us LayerNorm read 192 us so, was timed by
+    events at 15.9 us instead of graph replay at 10.8 us, and stepped x1.467 between two
+    runs of one commit (vm-nvidia-h200-eb9ed144, 2026-12-04). Taken again behind a hold
+    longer than the host needs, the estimate reads the kernel, which is replayed."""
+    gpu = FakeGpu()
+    plan = Plan(**FAST, energy_s=0)
+    m = measure([_host_slow_outside_graphs(gpu, 500e-6, 10e-6)], gpu, plan)
+    assert m.estimate_s == pytest.approx(10e-6, rel=1e-6) and m.mode == "graph"
+    assert m.estimate_hold_s >= 5 * 500e-6 > plan.lead_hold_s
+    assert gpu.holds[:2] == [plan.lead_hold_s, m.estimate_hold_s]
+    assert m.as_record()["estimate_hold_s"] == m.estimate_hold_s
+    assert statistics.median(m.samples) == pytest.approx(10e-6, rel=1e-6)
+
+    gpu = FakeGpu()  # without retakes: the host's launches choose events
+    m = measure([_host_slow_outside_graphs(gpu, 500e-6, 10e-6)], gpu,
+                Plan(**FAST, energy_s=0, estimate_retakes=0))
+    assert m.estimate_s > plan.graph_below_s and m.mode == "events"
+    assert m.estimate_hold_s == plan.lead_hold_s
+
+    gpu = FakeGpu()  # a host that outlasts even the longest hold: the estimate stops there
+    short = Plan(**FAST, energy_s=0, max_lead_hold_s=1.2e-3)
+    m = measure([_host_slow_outside_graphs(gpu, 500e-6, 10e-6)], gpu, short)
+    assert gpu.holds[:2] == [short.lead_hold_s, short.max_lead_hold_s]
+    assert m.estimate_hold_s == short.max_lead_hold_s and m.mode == "events"
+
+
 def test_the_energy_burst_of_a_slow_host_replays_a_graph():
     """Back-to-back calls the host cannot launch as fast as the GPU runs them would count
     the GPU's idle gaps as the calls' time (and energy): the burst replays a graph."""

@@ -81,3 +81,40 @@ def test_each_class_gets_its_spread_in_time_and_energy_and_what_the_history_flag
     flagged = int(energy[norm_energy] - 1 > asv_threshold(table, norm_energy))
     assert f"| bandwidth | energy | 1 | 11.55% | 11.55% | {flagged} |" in out
     assert "| bandwidth | time | 1 | 0.00% | 0.00% | 0 |" in out
+
+
+def write_record(folder: Path, name: str, samples: list[float], energy_j: float | None,
+                 recorded_at: float, kind: str = "time") -> None:
+    """One harness record as benchmarks/_suites.py writes it (the fields read here)."""
+    bench = folder / "bench_rmsnorm.RmsnormTime.track_time"
+    bench.mkdir(parents=True, exist_ok=True)
+    (bench / f"{name}.json").write_text(json.dumps({
+        "benchmark": "bench_rmsnorm.RmsnormTime.track_time", "kind": kind,
+        "params": {"backend": "triton", "case": "llama3-8b.hidden", "dtype": "bf16"},
+        "recorded_at": recorded_at, "energy_per_call_j": energy_j,
+        "measurement": {"samples": samples}}, sort_keys=True))
+
+
+def test_a_run_cut_off_before_its_results_file_is_read_from_its_records(tmp_path: Path,
+                                                                       capsys) -> None:
+    """An asv step cut off by its limit keeps only the harness's records: a record gives
+    the median of its samples and its energy, named as asv names the case; of a case
+    measured twice, the later record."""
+    records = tmp_path / "abcd1234-env"
+    write_record(records, "early", [90e-6, 91e-6, 92e-6], 0.05, recorded_at=100.0)
+    write_record(records, "late", [70e-6, 71e-6, 75e-6], 0.04, recorded_at=200.0)
+    write_record(records, "other", [1.0], 1.0, recorded_at=300.0, kind="compile")
+    name = "('llama3-8b.hidden', 'bf16', 'triton')"
+    assert runspread.values(records) == {f"{NORM}{name}": 71e-6}
+    assert runspread.values(records, runspread.ENERGY) == {
+        f"bench_rmsnorm.RmsnormEnergy.track_energy{name}": 0.04}
+    second = tmp_path / "b.json"
+    second.write_text(json.dumps({"version": 2, "env_name": "env", "result_columns": COLUMNS,
+                                  "results": {NORM: [[71.5e-6], [["'llama3-8b.hidden'"],
+                                                                  ["'bf16'"], ["'triton'"]],
+                                                     None]}}))
+    assert runspread.main([str(records), str(second)]) == 0
+    assert "| bench_rmsnorm | 1 | 0.70% | 0.70% | 0 |" in capsys.readouterr().out
+    (records / "bench_rmsnorm.RmsnormTime.track_time" / "cut.json").write_text('{"kind": ')
+    assert runspread.main([str(records), str(second)]) == 2
+    assert "cut.json: not a record" in capsys.readouterr().err

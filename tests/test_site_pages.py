@@ -191,6 +191,39 @@ def test_a_step_is_explained_from_the_records_either_side() -> None:
     assert steps.machine_of(graph, ["m10", "m1"]) == "m1"
 
 
+def test_a_step_between_two_timing_methods_says_so() -> None:
+    """A kernel timed by graph replay before a step and by events after it (it crossed
+    graph_below_s, or its estimate read the host): the line says part of the step is the
+    method's. The same method on both sides, or records that do not say, add nothing."""
+    from tools.gate.config import Thresholds
+    from tools.site import steps
+
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    name = "bench_gemm.GemmTime.track_time('square-4096', 'fp16', 'tilelang')"
+    graph = "graphs/arch-x86_64/branch-main/machine-m1/bench_gemm.GemmTime.track_time.json"
+    regressions = {"regressions": [[name, graph, {}, 0, 2.2e-4, 2.0e-4,
+                                    [[1, 2, 2.0e-4, 2.2e-4]]]]}
+    th = Thresholds.load(REPO / "thresholds.json")
+
+    def step_of(before: str | None, after: str | None) -> steps.Step:
+        recs = [_capped(b, 1400.0), _capped(c, 1400.0)]
+        for rec, mode in zip(recs, (before, after), strict=True):
+            if mode:
+                rec["measurement"]["mode"] = mode
+        history = steps.History(_step_files([2.0e-4, 2.0e-4, 2.2e-4]), {}, recs,
+                                {a: 0, b: 1, c: 2})
+        (found,) = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1"], history, th)
+        return found
+
+    crossed = step_of("graph", "events")
+    assert (crossed.before.method, crossed.after.method) == ("graph", "events")
+    assert crossed.text == ("x1.100, energy +0.0%, clock 1400 → 1400 MHz, 690 → 690 W of 700: "
+                            "the clock held, not a clock effect; timed by graph replay before, "
+                            "events around one call after: part of the step is the method's")
+    for same in (("events", "events"), (None, "events"), (None, None)):
+        assert "method" not in step_of(*same).text, same
+
+
 def test_steps_and_their_causes_are_escaped() -> None:
     from tools.site import steps
 

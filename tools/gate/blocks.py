@@ -125,7 +125,8 @@ def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool,
                  warmup_s=m.get("warmup_s"), at_cap=m.get("at_cap"),
                  reps_queued=list(m.get("reps_queued", [])),
                  input_set_medians_s=list(m.get("input_set_medians_s", [])),
-                 rep_hold_s=m.get("rep_hold_s"), trials_retaken=m.get("trials_retaken"))
+                 rep_hold_s=m.get("rep_hold_s"), trials_retaken=m.get("trials_retaken"),
+                 method=m.get("mode"))
 
 
 def failed_block(side: str, round_: int, err: Exception, confirm: bool = False,

@@ -23,6 +23,7 @@ from tools.gate.model import (
     Verdict,
     attribute,
     placed_log_ratio,
+    side_methods,
     side_modes,
 )
 
@@ -202,6 +203,7 @@ def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,
             klass: KernelClass, data: CaseData, upto: int | None) -> _Tested:
     who = attribute(pairs, th)
     v.attribution = who.kind
+    v.methods = side_methods(pairs)
     placed = klass.level_by_placement
     clocks = [(b.clock(), h.clock()) for b, h in pairs]
     if all(cb and ch for cb, ch in clocks):

@@ -58,6 +58,7 @@ class Block:
     rep_hold_s: float | None = None  # the hold before each rep (harness/reps.py; None: unknown)
     trials_retaken: int | None = None  # trials taken again, the host behind (harness/timing.py)
     t: float | None = None  # when it was recorded (s since the epoch): which side went first
+    method: str | None = None  # how it was timed: "graph" | "events" (harness/timing.py)
 
     def first_in(self, other: Block) -> bool | None:
         """Whether it was measured before ``other`` (None where a time is unknown)."""
@@ -260,6 +261,8 @@ class Verdict:
     confirmed: bool | None = None
     higher_is_better: bool = False
     rule_class: str = ""  # the class its rule gives, where the power cap made it ``klass``
+    # (base, head) where the sides timed the kernel by different methods (``side_methods``)
+    methods: tuple[str, str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -275,6 +278,23 @@ class Verdict:
 class Attribution:
     kind: str  # none | code | environment
     why: str = ""
+
+
+METHOD_NAMES = {"graph": "graph replay", "events": "events around one call",
+                "mixed": "both methods"}
+
+
+def side_methods(pairs: Sequence[tuple[Block, Block]]) -> tuple[str, str] | None:
+    """(base, head) timing methods where they differ ("mixed": a side's blocks differ
+    among themselves); None where they agree or a side's is unknown. A call timed alone
+    after an L2 flush reads otherwise than calls replayed back to back (docs/site.md, "The
+    cause of a step"), so a kernel that crossed ``Plan.graph_below_s`` changes with its
+    method too."""
+    sides = [{blk.method for blk in side if blk.method} for side in zip(*pairs, strict=True)]
+    if len(sides) != 2 or not all(sides):
+        return None
+    base, head = (s.pop() if len(s) == 1 else "mixed" for s in sides)
+    return (base, head) if base != head or base == "mixed" else None
 
 
 def _share(flags: Sequence[bool]) -> float:

@@ -19,7 +19,7 @@ from typing import Any
 from tools.gate.disturbed import host_behind
 from tools.gate.errors import STATUS, GateError
 from tools.gate.look import log_ratio_groups
-from tools.gate.model import CaseData, Verdict
+from tools.gate.model import METHOD_NAMES, CaseData, Verdict
 
 REPORT_SCHEMA = "kperf-gate-2"
 COMMENT_MARKER = "<!-- kperf-gate -->"
@@ -90,7 +90,7 @@ def fmt_rounds(v: Verdict) -> str:
 
 def fmt_verdict(v: Verdict) -> str:
     text = f"**{v.verdict}**"
-    reason = "; ".join(r for r in (v.reason, _class_note(v)) if r)
+    reason = "; ".join(r for r in (v.reason, _class_note(v), _method_note(v)) if r)
     return f"{text}: {md(reason)}" if reason else text
 
 
@@ -98,6 +98,13 @@ def _class_note(v: Verdict) -> str:
     if not v.rule_class:
         return ""
     return f"at the power cap: judged as {v.klass}, not {v.rule_class}"
+
+
+def _method_note(v: Verdict) -> str:
+    if not v.methods:
+        return ""
+    base, head = (METHOD_NAMES.get(m, m) for m in v.methods)
+    return f"timed by {base} at base, {head} at head: part of the change is the method's"
 
 
 def _moved(verdicts: Sequence[Verdict], verdict: str, word: str) -> str:

@@ -10,6 +10,11 @@ here. For every timed case both runs measured, the ratio of the values asv repor
 median and the largest |ratio - 1|, and the cases beyond ``--flag`` (default 1%). This is
 the figure that says whether a faster suite still gives the same history (docs/perf.md).
 
+An asv step cut off by its limit keeps no results file, only the harness's records
+(.asv/records/M/abcd1234-ENV, one per measurement): either argument may be such a folder.
+A record gives what asv would have reported: the median of its samples, and its energy per
+call; where a case was measured twice, the later record.
+
 Then, per class (the gate's, thresholds.json) and measure (time, energy per call): the
 median |ratio - 1| is the class's run-to-run spread as history-thresholds.json holds it,
 and the cases beyond the history's threshold (asv.conf.json) are the steps a two-commit
@@ -20,6 +25,7 @@ history").
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 from collections.abc import Sequence
@@ -35,10 +41,42 @@ ENERGY = ".track_energy("
 
 def values(path: Path, kind: str = TIMED) -> dict[str, float]:
     """Case name -> the value asv reports, for the cases of ``kind`` (timed, or energy
-    per call: ``ENERGY``) that ran."""
+    per call: ``ENERGY``) that ran; ``path`` an asv results file or a records folder."""
+    if path.is_dir():
+        return record_values(path, kind)
     _, cases = read_results_file(path)
     return {name: float(block.value) for name, block in cases.items()
             if kind in name and block.status == "ok" and block.value}
+
+
+def record_values(folder: Path, kind: str = TIMED) -> dict[str, float]:
+    """``values`` from the time records under ``folder``, named as asv names the cases."""
+    latest: dict[str, tuple[float, float]] = {}
+    for path in sorted(folder.rglob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise ResultsFileError(path, f"not a record ({err})") from err
+        if record.get("kind") != "time":
+            continue
+        try:
+            params = record["params"]
+            name = f"{record['benchmark']}({params['case']!r}, {params['dtype']!r}, " \
+                   f"{params['backend']!r})"
+        except (KeyError, TypeError) as err:
+            raise ResultsFileError(path, f"a time record without {err}") from err
+        if kind == ENERGY:
+            name = name.replace("Time.track_time(", "Energy.track_energy(")
+            value = record.get("energy_per_call_j")
+        else:
+            samples = (record.get("measurement") or {}).get("samples")
+            value = statistics.median(samples) if samples else None
+        at = float(record.get("recorded_at") or 0.0)
+        if value and (name not in latest or at >= latest[name][0]):
+            latest[name] = (at, float(value))
+    if not latest and not any(folder.rglob("*.json")):
+        raise ResultsFileError(folder, "no records")
+    return {name: value for name, (_, value) in sorted(latest.items())}
 
 
 def ratios(first: dict[str, float], second: dict[str, float]) -> dict[str, float]:
@@ -95,8 +133,9 @@ def class_table(by_case: dict[str, float], repo: Path = REPO) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.lab.runspread", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("first", type=Path, help="the first run's asv results file")
-    parser.add_argument("second", type=Path, help="the second run's, same commit")
+    parser.add_argument("first", type=Path,
+                        help="the first run's asv results file, or its records folder")
+    parser.add_argument("second", type=Path, help="the second run's, same code")
     parser.add_argument("--flag", type=float, default=0.01,
                         help="list the cases whose ratio is further than this from 1")
     args = parser.parse_args(argv)

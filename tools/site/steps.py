@@ -26,7 +26,7 @@ from typing import Any
 from harness.telemetry import or_bits
 from tools.gate.asvio import attach_records
 from tools.gate.config import Thresholds
-from tools.gate.model import Attribution, Block, attribute
+from tools.gate.model import METHOD_NAMES, Attribution, Block, attribute
 from tools.site import data
 
 STEPS_SCHEMA = "kperf-steps-1"
@@ -46,6 +46,9 @@ class Side:
     power_limit_w: float | None = None
     throttle_bits: int | None = None
     runs: int = 0  # records (benchmark processes) of the point
+    # how its records timed the kernel: "graph" (replay of many calls) or "events" (one
+    # call between events after an L2 flush); "mixed" where they differ, None: unknown
+    method: str | None = None
     point_id: str = ""  # its rows on the telemetry page
 
 
@@ -186,6 +189,9 @@ def _fill_side(side: Side, recs: list[dict[str, Any]], label: str) -> list[Block
     limits = [b.power_limit_w for b in blocks if b.power_limit_w]
     side.power_limit_w = min(limits) if limits else None
     side.throttle_bits = or_bits(b.throttle_bits for b in blocks)
+    methods = {str((r.get("measurement") or {}).get("mode")) for r in recs
+               if (r.get("measurement") or {}).get("mode")}
+    side.method = methods.pop() if len(methods) == 1 else ("mixed" if methods else None)
     return blocks
 
 
@@ -242,12 +248,25 @@ def summary(step: Step) -> str:
         parts.append(clock)
     head = ", ".join(parts) or "no figures"
     if step.cause == "code":
-        return f"{head}: the code's own"
-    if step.cause == "environment":
-        return f"{head}: the environment's ({step.why})"
-    if step.cause == "none":
-        return f"{head}: the clock held, not a clock effect"
-    return f"{head}: cause unknown ({step.why})"
+        line = f"{head}: the code's own"
+    elif step.cause == "environment":
+        line = f"{head}: the environment's ({step.why})"
+    elif step.cause == "none":
+        line = f"{head}: the clock held, not a clock effect"
+    else:
+        line = f"{head}: cause unknown ({step.why})"
+    return line + method_change(b.method, a.method)
+
+
+def method_change(before: str | None, after: str | None) -> str:
+    """A note where the two sides timed the kernel differently: a call timed alone after
+    an L2 flush reads otherwise than calls replayed back to back (a LayerNorm of 10.8 us
+    replayed read 15.9 us so, H200 vm-nvidia-h200-eb9ed144, 2026-12-04), so part of the
+    step is the method's. A call near ``Plan.graph_below_s`` changes method crossing it."""
+    if not before or not after or before == after:
+        return ""
+    return (f"; timed by {METHOD_NAMES.get(before, before)} before, "
+            f"{METHOD_NAMES.get(after, after)} after: part of the step is the method's")
 
 
 def read_regressions(html_dir: Path, notes: data.Notes) -> tuple[dict[str, Any], dict[str, str]]:
