@@ -105,9 +105,11 @@ def test_measure_records_a_clock_drop_in_the_windows() -> None:
     # syncs: 1 estimate + 1 trial's worth to see whether the host keeps ahead + 3 warm-up
     # trials (identical values settle at once) + trials; the drop comes after trial index 2
     gpu = GpuModel(mhz=2100, drop_to=1400, drop_after_syncs=1 + 1 + 3 + 3)
-    # host_ahead_reps=0: this fake runs its calls on the host, which is never ahead of it
+    # host_ahead_reps=0, estimate_retakes=0: this fake runs its calls on the host, which is
+    # never ahead of it (a retaken estimate would be one sync more before the drop)
     plan = timing.Plan(trials=6, min_trial_s=0.03, min_reps=5, warmup_min_s=0.0,
-                       warmup_max_s=5.0, flush_l2=False, estimate_calls=3, host_ahead_reps=0.0)
+                       warmup_max_s=5.0, flush_l2=False, estimate_calls=3, host_ahead_reps=0.0,
+                       estimate_retakes=0)
     m = timing.measure([gpu.run_call], FakeDevice(gpu), plan, LaggedSource(gpu),
                        sampler_period_s=0.01)
     assert m.warmup_trials == 3 and m.settled
