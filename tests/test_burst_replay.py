@@ -82,3 +82,23 @@ def test_runs_with_no_case_in_common_or_a_broken_record_are_an_error(tmp_path: P
         burst_replay.load(first)
     with pytest.raises(SystemExit):
         burst_replay.main([str(first), str(first), "--bursts", "0"])
+
+
+def test_a_third_burst_only_where_the_first_two_differ(tmp_path: Path, capsys) -> None:
+    """Two bursts agreeing within the tolerance: their mean, two taken; otherwise the median
+    of three, three taken; the spread per class compares the two runs' figures."""
+    def run(folder: str, figures: list[float]) -> dict:
+        bursts = [dict(burst(300.0, 300.0), figure=f) for f in figures]
+        return burst_replay.load(write_run(tmp_path / folder, bursts))
+
+    first = run("a", [1.000, 1.004, 1.100])  # the first two agree within 1%
+    second = run("b", [1.000, 1.040, 1.030])  # they do not: median of three
+    assert burst_replay.adaptive_figure(first[ENERGY], 0.01) == (pytest.approx(1.002), 2)
+    assert burst_replay.adaptive_figure(second[ENERGY], 0.01) == (pytest.approx(1.030), 3)
+    assert burst_replay.adaptive_figure(second[ENERGY], 0.05) == (pytest.approx(1.020), 2)
+    assert burst_replay.adaptive_spreads(first, second, 0.01) == {
+        "compute": (pytest.approx(1.030 / 1.002 - 1), 1, 2.5)}
+    assert burst_replay.main([str(tmp_path / "a"), str(tmp_path / "b"), "--bursts", "3",
+                              "--agree", "0.01"]) == 0
+    assert "| 1.0% | compute | 2.79% | 1 | 2.50 |" in capsys.readouterr().out
+    assert burst_replay.adaptive_figure({"energy_per_call_j": [1.0, 1.0]}, 0.01) == (None, 0)

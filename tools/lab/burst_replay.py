@@ -13,6 +13,10 @@ the two runs: the median |ratio - 1| of the cases both measured, second over fir
 how many cases the replay could not give a figure (fewer than two updates in the length).
 The full length replays the recorded figures, so older records (without updates) still
 answer for fewer bursts.
+
+``--agree 0.01,0.02``: bursts taken as needed, replayed: two, whose mean is the figure
+where they agree within the tolerance, else a third and the median of three; per class the
+spread and the bursts a case would have taken.
 """
 
 from __future__ import annotations
@@ -69,6 +73,46 @@ def figure(record: dict[str, Any], length: float, count: int) -> float | None:
     return statistics.median(values)
 
 
+def adaptive_figure(record: dict[str, Any], agree: float) -> tuple[float | None, int]:
+    """(energy per call, bursts taken) had a third burst been run only where the first two
+    differ by more than ``agree`` (relative)."""
+    values = (record.get("energy_per_call_j") or [])[:3]
+    if len(values) < 3 or not all(values):
+        return None, 0
+    if abs(values[0] / values[1] - 1.0) <= agree:
+        return (values[0] + values[1]) / 2.0, 2
+    return statistics.median(values), 3
+
+
+def adaptive_spreads(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]],
+                     agree: float, repo: Path = REPO) -> dict[str, tuple[float, int, float]]:
+    """Class -> (median |ratio - 1|, cases compared, mean bursts a case) for ``agree``."""
+    from tools.gate.config import Thresholds
+    from tools.history.series import series_class
+
+    gate = Thresholds.load(repo / "thresholds.json")
+    groups: dict[str, tuple[list[float], list[int]]] = {}
+    for name in sorted(first.keys() & second.keys()):
+        (a, na), (b, nb) = adaptive_figure(first[name], agree), adaptive_figure(second[name],
+                                                                                agree)
+        if a and b:
+            devs, taken = groups.setdefault(series_class(name, gate)[0].name, ([], []))
+            devs.append(abs(b / a - 1.0))
+            taken += [na, nb]
+    return {klass: (statistics.median(devs), len(devs), statistics.fmean(taken))
+            for klass, (devs, taken) in sorted(groups.items())}
+
+
+def adaptive_table(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]],
+                   tolerances: Sequence[float]) -> str:
+    lines = ["| two agree within | class | spread: median \\|ratio - 1\\| | cases | "
+             "bursts a case |", "|---|---|---|---|---|"]
+    for agree in tolerances:
+        for klass, (spread, n, taken) in adaptive_spreads(first, second, agree).items():
+            lines.append(f"| {agree:.1%} | {klass} | {spread:.2%} | {n} | {taken:.2f} |")
+    return "\n".join(lines)
+
+
 def spreads(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]],
             length: float, count: int, repo: Path = REPO) -> dict[str, tuple[float, int, int]]:
     """Class -> (median |ratio - 1|, cases compared, cases without a replayed figure)."""
@@ -107,12 +151,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lengths", default="0.1,0.2,0.3,0",
                         help="burst lengths in s to replay, 0 for the length as run")
     parser.add_argument("--bursts", default="1,2,3", help="how many bursts to keep")
+    parser.add_argument("--agree", default="",
+                        help="tolerances (e.g. 0.01,0.02): a third burst only where two differ")
     args = parser.parse_args(argv)
     try:
         lengths = [float(x) for x in args.lengths.split(",")]
         counts = [int(x) for x in args.bursts.split(",")]
+        tolerances = [float(x) for x in args.agree.split(",") if x]
     except ValueError:
-        parser.error("--lengths takes seconds and --bursts counts, comma-separated")
+        parser.error("--lengths takes seconds, --bursts counts and --agree fractions, "
+                     "comma-separated")
     if any(x < 0 for x in lengths) or any(c < 1 for c in counts):
         parser.error("--lengths must be >= 0 and --bursts >= 1")
     runs = [load(folder) for folder in (args.first, args.second)]
@@ -121,6 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{args.second}", file=sys.stderr)
         return 2
     print(table(*runs, lengths, counts))
+    if tolerances:
+        print("\nA third burst only where the first two differ:\n")
+        print(adaptive_table(*runs, tolerances))
     return 0
 
 
