@@ -20,7 +20,7 @@ from typing import Any
 
 from harness.telemetry import or_bits
 from tools.gate.errors import EXIT_BROKEN, EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, GateError
-from tools.gate.model import Block, CaseData
+from tools.gate.model import Block, CaseData, one_method
 
 RECORD_SCHEMAS = ("kperf-record-1", "kperf-record-2")
 
@@ -139,7 +139,7 @@ def attach_records(block: Block, recs: Sequence[dict]) -> None:
     clocks: list[float | None] = []
     power: list[float | None] = []
     bits, limits, backend, pos = 0, [], "none", 0
-    methods: set[str] = set()
+    methods: list[str | None] = []
     while pos < len(block.samples):
         for rec in recs:
             m = rec["measurement"]
@@ -153,7 +153,7 @@ def attach_records(block: Block, recs: Sequence[dict]) -> None:
                 power += [w.get("power_w_mean") for w in windows]
                 limits += [w["power_limit_w"] for w in windows if w.get("power_limit_w")]
                 bits |= or_bits(w.get("throttle_bits_or") for w in windows) or 0
-                methods |= {m["mode"]} if m.get("mode") else set()
+                methods.append(m.get("mode"))
                 pos += len(recorded)
                 break
         else:
@@ -161,7 +161,7 @@ def attach_records(block: Block, recs: Sequence[dict]) -> None:
     block.clocks, block.power_w, block.backend = clocks, power, backend
     block.throttle_bits = bits
     block.power_limit_w = min(limits) if limits else None
-    block.method = methods.pop() if len(methods) == 1 else ("mixed" if methods else None)
+    block.method = one_method(methods)
 
 
 def results_files(round_dir: Path, machine: str, commit: str, hash_length: int) -> list[Path]:

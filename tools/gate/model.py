@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -284,16 +284,23 @@ METHOD_NAMES = {"graph": "graph replay", "events": "events around one call",
                 "mixed": "both methods"}
 
 
+def one_method(methods: Iterable[str | None]) -> str | None:
+    """The timing method of several measurements: theirs where they agree, "mixed" where
+    they differ, None where none says."""
+    known = {m for m in methods if m}
+    return known.pop() if len(known) == 1 else ("mixed" if known else None)
+
+
 def side_methods(pairs: Sequence[tuple[Block, Block]]) -> tuple[str, str] | None:
     """(base, head) timing methods where they differ ("mixed": a side's blocks differ
     among themselves); None where they agree or a side's is unknown. A call timed alone
     after an L2 flush reads otherwise than calls replayed back to back (docs/site.md, "The
     cause of a step"), so a kernel that crossed ``Plan.graph_below_s`` changes with its
     method too."""
-    sides = [{blk.method for blk in side if blk.method} for side in zip(*pairs, strict=True)]
+    sides = [one_method(blk.method for blk in side) for side in zip(*pairs, strict=True)]
     if len(sides) != 2 or not all(sides):
         return None
-    base, head = (s.pop() if len(s) == 1 else "mixed" for s in sides)
+    base, head = sides
     return (base, head) if base != head or base == "mixed" else None
 
 

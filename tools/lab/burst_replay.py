@@ -22,12 +22,14 @@ spread and the bursts a case would have taken.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from tools.gate.asvio import ResultsFileError
+from tools.lab.runspread import time_records
 
 REPO = Path(__file__).resolve().parents[2]
 FULL = 0.0  # the burst's whole length: its recorded figure
@@ -37,18 +39,13 @@ def load(folder: Path) -> dict[str, dict[str, Any]]:
     """Energy series name -> the ``energy_burst`` of its time record, for each timed case
     under ``folder`` (asv's records of one commit and environment)."""
     out: dict[str, dict[str, Any]] = {}
-    for path in sorted(folder.rglob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError) as err:
-            raise SystemExit(f"burst_replay: {path}: not a record ({err})") from err
-        burst = (record.get("measurement") or {}).get("energy_burst")
-        if record.get("kind") != "time" or not burst or not burst.get("per_burst"):
-            continue
-        params = record["params"]
-        values = ", ".join(repr(params[k]) for k in ("case", "dtype", "backend"))
-        bench = record["benchmark"].replace("Time.track_time", "Energy.track_energy")
-        out[f"{bench}({values})"] = burst
+    try:
+        for name, record in time_records(folder):
+            burst = (record.get("measurement") or {}).get("energy_burst")
+            if burst and burst.get("per_burst"):
+                out[name.replace("Time.track_time(", "Energy.track_energy(")] = burst
+    except ResultsFileError as err:
+        raise SystemExit(f"burst_replay: {err}") from err
     return out
 
 
@@ -84,19 +81,24 @@ def adaptive_figure(record: dict[str, Any], agree: float) -> tuple[float | None,
     return statistics.median(values), 3
 
 
-def adaptive_spreads(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]],
-                     agree: float, repo: Path = REPO) -> dict[str, tuple[float, int, float]]:
-    """Class -> (median |ratio - 1|, cases compared, mean bursts a case) for ``agree``."""
+def classes(names: set[str], repo: Path = REPO) -> dict[str, str]:
+    """Energy series name -> its class (the gate's rule for its Time twin)."""
     from tools.gate.config import Thresholds
     from tools.history.series import series_class
 
     gate = Thresholds.load(repo / "thresholds.json")
+    return {name: series_class(name, gate)[0].name for name in sorted(names)}
+
+
+def adaptive_spreads(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]],
+                     agree: float, repo: Path = REPO) -> dict[str, tuple[float, int, float]]:
+    """Class -> (median |ratio - 1|, cases compared, mean bursts a case) for ``agree``."""
     groups: dict[str, tuple[list[float], list[int]]] = {}
-    for name in sorted(first.keys() & second.keys()):
+    for name, klass in classes(first.keys() & second.keys(), repo).items():
         (a, na), (b, nb) = adaptive_figure(first[name], agree), adaptive_figure(second[name],
                                                                                 agree)
         if a and b:
-            devs, taken = groups.setdefault(series_class(name, gate)[0].name, ([], []))
+            devs, taken = groups.setdefault(klass, ([], []))
             devs.append(abs(b / a - 1.0))
             taken += [na, nb]
     return {klass: (statistics.median(devs), len(devs), statistics.fmean(taken))
@@ -116,15 +118,11 @@ def adaptive_table(first: dict[str, dict[str, Any]], second: dict[str, dict[str,
 def spreads(first: dict[str, dict[str, Any]], second: dict[str, dict[str, Any]],
             length: float, count: int, repo: Path = REPO) -> dict[str, tuple[float, int, int]]:
     """Class -> (median |ratio - 1|, cases compared, cases without a replayed figure)."""
-    from tools.gate.config import Thresholds
-    from tools.history.series import series_class
-
-    gate = Thresholds.load(repo / "thresholds.json")
     groups: dict[str, list[float | None]] = {}
-    for name in sorted(first.keys() & second.keys()):
+    for name, klass in classes(first.keys() & second.keys(), repo).items():
         a, b = figure(first[name], length, count), figure(second[name], length, count)
         deviation = abs(b / a - 1.0) if a and b else None
-        groups.setdefault(series_class(name, gate)[0].name, []).append(deviation)
+        groups.setdefault(klass, []).append(deviation)
     return {klass: (statistics.median(d for d in devs if d is not None)
                     if any(d is not None for d in devs) else float("nan"),
                     sum(d is not None for d in devs), sum(d is None for d in devs))

@@ -28,8 +28,9 @@ import argparse
 import json
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from tools.gate.asvio import ResultsFileError, read_results_file
 
@@ -49,9 +50,9 @@ def values(path: Path, kind: str = TIMED) -> dict[str, float]:
             if kind in name and block.status == "ok" and block.value}
 
 
-def record_values(folder: Path, kind: str = TIMED) -> dict[str, float]:
-    """``values`` from the time records under ``folder``, named as asv names the cases."""
-    latest: dict[str, tuple[float, float]] = {}
+def time_records(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(the case's Time series, named as asv names it; the record) for each time record
+    under ``folder``, a records folder of one commit and environment."""
     for path in sorted(folder.rglob("*.json")):
         try:
             record = json.loads(path.read_text())
@@ -65,6 +66,13 @@ def record_values(folder: Path, kind: str = TIMED) -> dict[str, float]:
                    f"{params['backend']!r})"
         except (KeyError, TypeError) as err:
             raise ResultsFileError(path, f"a time record without {err}") from err
+        yield name, record
+
+
+def record_values(folder: Path, kind: str = TIMED) -> dict[str, float]:
+    """``values`` from the time records under ``folder``, named as asv names the cases."""
+    latest: dict[str, tuple[float, float]] = {}
+    for name, record in time_records(folder):
         if kind == ENERGY:
             name = name.replace("Time.track_time(", "Energy.track_energy(")
             value = record.get("energy_per_call_j")
@@ -74,7 +82,7 @@ def record_values(folder: Path, kind: str = TIMED) -> dict[str, float]:
         at = float(record.get("recorded_at") or 0.0)
         if value and (name not in latest or at >= latest[name][0]):
             latest[name] = (at, float(value))
-    if not latest and not any(folder.rglob("*.json")):
+    if not latest and not any(folder.rglob("*.json")):  # only where nothing was read
         raise ResultsFileError(folder, "no records")
     return {name: value for name, (_, value) in sorted(latest.items())}
 

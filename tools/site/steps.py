@@ -26,7 +26,7 @@ from typing import Any
 from harness.telemetry import or_bits
 from tools.gate.asvio import attach_records
 from tools.gate.config import Thresholds
-from tools.gate.model import METHOD_NAMES, Attribution, Block, attribute
+from tools.gate.model import METHOD_NAMES, Attribution, Block, attribute, one_method
 from tools.site import data
 
 STEPS_SCHEMA = "kperf-steps-1"
@@ -189,9 +189,7 @@ def _fill_side(side: Side, recs: list[dict[str, Any]], label: str) -> list[Block
     limits = [b.power_limit_w for b in blocks if b.power_limit_w]
     side.power_limit_w = min(limits) if limits else None
     side.throttle_bits = or_bits(b.throttle_bits for b in blocks)
-    methods = {str((r.get("measurement") or {}).get("mode")) for r in recs
-               if (r.get("measurement") or {}).get("mode")}
-    side.method = methods.pop() if len(methods) == 1 else ("mixed" if methods else None)
+    side.method = one_method((r.get("measurement") or {}).get("mode") for r in recs)
     return blocks
 
 
