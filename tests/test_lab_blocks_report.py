@@ -44,6 +44,25 @@ def test_each_arm_counts_its_held_blocks_and_its_spreads(hold_known: bool) -> No
     assert none["worker_sd"] == pytest.approx(floor["worker_sd"], rel=1e-6)
     assert none["all_sd"] > 0.003 > floor["all_sd"]
     assert floor["round_sd"] == pytest.approx(0.0, abs=1e-12)
+    # two asv runs are two workers: the floor's sit together, the others 0.71% apart
+    assert floor["between_workers_sd"] == pytest.approx(0.0, abs=1e-12)
+    assert none["between_workers_sd"] == pytest.approx(math.log(71.0 / 70.5) / math.sqrt(2),
+                                                       rel=1e-6)
+
+
+def test_an_arm_gives_the_range_of_its_graph_sizes() -> None:
+    """Graph-replayed blocks size their graph from their own estimate (85-94 calls for a
+    7 us LayerNorm in four H200 runs of 2026-12-03/04): the report says which sizes an
+    arm's blocks had; blocks timed by events have none."""
+    data = _experiment(True)
+    for i, block in enumerate(data["blocks"]):
+        block["mode"], block["calls_per_rep"] = (("graph", 85 + i) if block["slot"] % 2 == 0
+                                                 else ("events", 1))
+    rows = {json.loads(arm)["plan"]["rep_hold_min_s"]: blocks_report.arm_row(b)
+            for arm, b in blocks_report.arms(data).items()}
+    assert rows[0.0]["graph_calls"] == (85, 91) and rows[4e-5]["graph_calls"] is None
+    text = blocks_report.report(data, "sizes")
+    assert "| 85-91 |" in text and "| — |" in text
 
 
 def test_the_report_reads_a_folder_and_names_a_file_it_cannot_read(tmp_path: Path,

@@ -45,3 +45,23 @@ def test_the_hold_floor_experiment_holds_its_arms_apart() -> None:
         floors = [slot["plan"]["rep_hold_min_s"] for slot in exp["slots"]]
         assert sorted(set(floors))[0] == 0.0 and len(set(floors)) == 4
         assert all(floors.count(f) == 3 for f in set(floors))
+
+
+def test_the_short_kernel_experiment_pins_a_graph_that_ends_where_it_begins() -> None:
+    """The pinned arm's graph is a whole number of rotations over each case's input sets
+    (so every call finds its set as long unused as every other), and every arm has three
+    workers (one worker stands for one asv run)."""
+    from harness.prepare import rotating_sets
+    from kernels.registry import get_op
+    from kernels.targets import get_target
+
+    path = next(p for p in EXPERIMENTS if p.name == "short-kernel-levels.json")
+    l2_bytes = get_target("sm_90a").l2_bytes
+    for exp in _experiments(path):
+        spec, arms = exp["spec"], [json.dumps(s, sort_keys=True) for s in exp["slots"]]
+        assert len(set(arms)) == 3 and all(arms.count(a) == 3 for a in set(arms))
+        op = get_op(spec["op"])
+        sets = rotating_sets(op.bytes_moved(op.case(spec["case"]), spec["dtype"]), l2_bytes)
+        pinned = {s["plan"]["max_graph_calls"] for s in exp["slots"]
+                  if "max_graph_calls" in s.get("plan", {})}
+        assert len(pinned) == 1 and sets > 1 and pinned.pop() % sets == 0, (exp["name"], sets)

@@ -35,7 +35,8 @@ def block_summary(result: dict[str, Any]) -> dict[str, Any]:
             "reps_queued": m.get("reps_queued", []),
             "input_set_medians_s": m.get("input_set_medians_s", []),
             "rep_hold_s": m.get("rep_hold_s"), "host_rep_s": m.get("host_rep_s"),
-            "warmup_cool": m.get("warmup_cool"),
+            "warmup_cool": m.get("warmup_cool"), "mode": m.get("mode"),
+            "calls_per_rep": m.get("calls_per_rep"), "estimate_s": m.get("estimate_s"),
             "energy_per_call_j": result["energy_per_call_j"], "t": result["measured_at"]}
 
 

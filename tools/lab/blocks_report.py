@@ -7,9 +7,12 @@ Per arm: blocks, how many had their reps held (``rep_hold_s`` > 0 where recorded
 board under ``HELD_POWER_SHARE`` of the experiment's highest block power: held RMSNorm
 blocks drew 220-300 W where the others drew 470-530 W on H200 GPU-38de9528, 2026-12-04), the
 board's mean power, how many had a trial that ended with the host behind (fewer than
-``Plan.host_ahead_reps`` reps queued: its intervals may hold launch latency), the level, and
-three spreads (sd over the mean): of a worker's blocks (pooled over the arm's workers),
-of all the arm's blocks, and within a round (the arm's blocks less their round's mean).
+``Plan.host_ahead_reps`` reps queued: its intervals may hold launch latency), the calls in
+a graph replay (where the blocks were graph-replayed: the graph is sized from each block's
+estimate), the level, and four spreads (sd over the mean): of a worker's blocks (pooled over
+the arm's workers), of the workers' means (what two asv runs of one commit differ by: each
+run is one worker), of all the arm's blocks, and within a round (the arm's blocks less their
+round's mean).
 """
 
 from __future__ import annotations
@@ -91,11 +94,15 @@ def arm_row(blocks: list[dict[str, Any]], top_w: float | None = None) -> dict[st
         by_slot[block["slot"]].append(level)
         by_round[block["round"]].append(level)
     powers = [p for p in map(mean_power_w, blocks) if p is not None]
+    graph_calls = [b["calls_per_rep"] for b in blocks if b.get("mode") == "graph"]
+    worker_means = [math.exp(statistics.fmean(map(math.log, v))) for v in by_slot.values()]
     return {"blocks": len(blocks), "held": sum(held(blocks, top_w)),
             "host_behind": sum(map(host_behind, blocks)),
             "power_w": statistics.fmean(powers) if powers else None,
+            "graph_calls": (min(graph_calls), max(graph_calls)) if graph_calls else None,
             "level_us": statistics.fmean(levels) * 1e6,
             "worker_sd": _pooled_sd(list(by_slot.values())),
+            "between_workers_sd": _pooled_sd([worker_means]),
             "all_sd": _pooled_sd([levels]),
             "round_sd": _pooled_sd(list(by_round.values()))}
 
@@ -105,15 +112,18 @@ def report(data: dict[str, Any], name: str) -> str:
         return "—" if x is None else f"{x:.2%}"
 
     lines = [f"### {name}", "",
-             "| arm | blocks | held | host behind | board W | level us | a worker's sd "
-             "| all sd | within a round |", "|---|---|---|---|---|---|---|---|---|"]
+             "| arm | blocks | held | host behind | board W | graph calls | level us "
+             "| a worker's sd | between workers | all sd | within a round |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     top_w = max((p for p in map(mean_power_w, data["blocks"]) if p is not None), default=None)
     for arm, blocks in arms(data).items():
         r = arm_row(blocks, top_w)
         watts = "—" if r["power_w"] is None else f"{r['power_w']:.0f}"
+        calls = "—" if r["graph_calls"] is None else "{}-{}".format(*r["graph_calls"])
         lines.append(f"| `{arm}` | {r['blocks']} | {r['held']} | {r['host_behind']} | {watts} | "
-                     f"{r['level_us']:.2f} | "
-                     f"{pct(r['worker_sd'])} | {pct(r['all_sd'])} | {pct(r['round_sd'])} |")
+                     f"{calls} | {r['level_us']:.2f} | {pct(r['worker_sd'])} | "
+                     f"{pct(r['between_workers_sd'])} | {pct(r['all_sd'])} | "
+                     f"{pct(r['round_sd'])} |")
     return "\n".join(lines)
 
 
