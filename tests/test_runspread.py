@@ -84,15 +84,40 @@ def test_each_class_gets_its_spread_in_time_and_energy_and_what_the_history_flag
 
 
 def write_record(folder: Path, name: str, samples: list[float], energy_j: float | None,
-                 recorded_at: float, kind: str = "time") -> None:
+                 recorded_at: float, kind: str = "time", case: str = "llama3-8b.hidden",
+                 mode: str | None = None) -> None:
     """One harness record as benchmarks/_suites.py writes it (the fields read here)."""
     bench = folder / "bench_rmsnorm.RmsnormTime.track_time"
     bench.mkdir(parents=True, exist_ok=True)
     (bench / f"{name}.json").write_text(json.dumps({
         "benchmark": "bench_rmsnorm.RmsnormTime.track_time", "kind": kind,
-        "params": {"backend": "triton", "case": "llama3-8b.hidden", "dtype": "bf16"},
+        "params": {"backend": "triton", "case": case, "dtype": "bf16"},
         "recorded_at": recorded_at, "energy_per_call_j": energy_j,
-        "measurement": {"samples": samples}}, sort_keys=True))
+        "measurement": {"samples": samples, **({"mode": mode} if mode else {})}},
+        sort_keys=True))
+
+
+def test_two_records_folders_give_the_spread_of_each_timing_method(tmp_path: Path,
+                                                                  capsys) -> None:
+    """Graph-replayed short kernels, long ones timed by events, and a case whose method
+    changed between the runs each get their own row, with how many read faster in the
+    second run."""
+    runs = {"first": tmp_path / "first", "second": tmp_path / "second"}
+    cases = {"short-a": ("graph", "graph", 7.0, 6.8), "short-b": ("graph", "graph", 9.0, 8.9),
+             "long": ("events", "events", 70.0, 70.07),
+             "crossed": ("graph", "events", 10.8, 15.9)}
+    for i, (case, (mode_1, mode_2, us_1, us_2)) in enumerate(cases.items()):
+        write_record(runs["first"], case, [us_1 * 1e-6], 0.01, 1.0 + i, case=case,
+                     mode=mode_1)
+        write_record(runs["second"], case, [us_2 * 1e-6], 0.01, 1.0 + i, case=case,
+                     mode=mode_2)
+    methods = runspread.record_methods(runs["first"])
+    assert methods[f"{NORM}('long', 'bf16', 'triton')"] == "events"
+    assert runspread.main([str(runs["first"]), str(runs["second"])]) == 0
+    out = capsys.readouterr().out
+    assert "| graph | 2 | 1.98% | 2.86% | 2 | 2 |" in out  # the mean of 2.86% and 1.11%
+    assert "| events | 1 | 0.10% | 0.10% | 0 | 0 |" in out
+    assert "| graph -> events | 1 | 47.22% | 47.22% | 1 | 0 |" in out
 
 
 def test_a_run_cut_off_before_its_results_file_is_read_from_its_records(tmp_path: Path,

@@ -19,7 +19,10 @@ Then, per class (the gate's, thresholds.json) and measure (time, energy per call
 median |ratio - 1| is the class's run-to-run spread as history-thresholds.json holds it,
 and the cases beyond the history's threshold (asv.conf.json) are the steps a two-commit
 history of unchanged code would flag (docs/site.md, "Regression thresholds of the
-history").
+history"). Where both runs are records folders, also per timing method: graph-replayed
+kernels under 20 us moved most between two runs of a commit on 2026-12-04 (H200,
+docs/journal/2026-12-04.md, "Afternoon of 2026-12-04"), and a case timed differently in the
+two runs stepped with its method.
 """
 
 from __future__ import annotations
@@ -85,6 +88,37 @@ def record_values(folder: Path, kind: str = TIMED) -> dict[str, float]:
     if not latest and not any(folder.rglob("*.json")):  # only where nothing was read
         raise ResultsFileError(folder, "no records")
     return {name: value for name, (_, value) in sorted(latest.items())}
+
+
+def record_methods(folder: Path) -> dict[str, str]:
+    """Case name -> how its latest record was timed (``graph`` or ``events``)."""
+    latest: dict[str, tuple[float, str]] = {}
+    for name, record in time_records(folder):
+        mode = (record.get("measurement") or {}).get("mode")
+        at = float(record.get("recorded_at") or 0.0)
+        if mode and (name not in latest or at >= latest[name][0]):
+            latest[name] = (at, str(mode))
+    return {name: mode for name, (_, mode) in latest.items()}
+
+
+def method_table(by_case: dict[str, float], first: dict[str, str], second: dict[str, str],
+                 flag: float) -> str:
+    """Per timing method (the same in both runs, or changed): cases, the spread, the
+    largest, how many beyond ``flag``, and how many read faster in the second run (a lean
+    one way is a difference between the runs, not noise)."""
+    groups: dict[str, list[float]] = {}
+    for name, ratio in by_case.items():
+        a, b = first.get(name), second.get(name)
+        if a and b:
+            groups.setdefault(a if a == b else f"{a} -> {b}", []).append(ratio)
+    lines = ["| timed by | cases | median \\|ratio - 1\\| | largest | beyond "
+             f"{flag:.1%} | faster in the second |", "|---|---|---|---|---|---|"]
+    for method, rs in sorted(groups.items()):
+        devs = [abs(r - 1.0) for r in rs]
+        lines.append(f"| {method} | {len(rs)} | {statistics.median(devs):.2%} | "
+                     f"{max(devs):.2%} | {sum(d > flag for d in devs)} | "
+                     f"{sum(r < 1.0 for r in rs)} |")
+    return "\n".join(lines)
 
 
 def ratios(first: dict[str, float], second: dict[str, float]) -> dict[str, float]:
@@ -160,6 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(table(by_case, args.flag))
     print("\nPer class, time and energy per call (history-thresholds.json's spread):\n")
     print(class_table(by_case | energy))
+    if args.first.is_dir() and args.second.is_dir():
+        print("\nBy timing method (graph replay under 20 us, else events), time:\n")
+        print(method_table(by_case, record_methods(args.first), record_methods(args.second),
+                           args.flag))
     return 0
 
 
