@@ -2,13 +2,15 @@
 
 A digest names everything a figure depends on besides the machine: an op's kernel
 sources and compilers (``kernel_source_digest``, which also keys the static figures'
-cache), a cold compile's (``compile_digest``), a baseline's (``baseline_digest``). Under
-the "changed" policy a suite skips a case this machine timed at another commit with the
-same digest (``timed_elsewhere``).
+cache), a cold compile's (``compile_digest``), a baseline's (``baseline_digest``), a
+TileLang or Triton case's timing (``kernel_digest``). Under the "changed" policy a suite
+skips a case this machine timed at another commit with the same digest
+(``timed_elsewhere``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -27,15 +29,27 @@ BASELINE_POLICY = "KPERF_BASELINE"
 # machine; "every" at every commit. A compile's time follows its source and compiler, and
 # the seven compile suites were ~200 s of a run whose kernels had not changed.
 COMPILE_POLICY = "KPERF_COMPILE"
+# When a TileLang or Triton case is timed: "every" (default) at every commit, as the
+# nightly history is meant to; "changed" only at a commit where what its timing depends
+# on (kernel_digest) differs from every earlier timing on this machine. A kernel whose
+# code, compilers, measuring code, stack, plan and GPU are all the same can only read
+# the run-to-run spread again (up to 4.6% for a graph-replayed 8 us RMSNorm between two
+# runs of one commit on an H200, docs/journal/2026-12-04.md "Afternoon of 2026-12-04"),
+# and timing every case took ~10.9 min a commit (docs/perf.md): "changed" is for a long
+# range of commits, e.g. a day's merges, where most touch one op or none.
+KERNEL_POLICY = "KPERF_KERNELS"
 TIMING_POLICIES = ("changed", "every")
+POLICY_DEFAULTS = {BASELINE_POLICY: "changed", COMPILE_POLICY: "changed",
+                   KERNEL_POLICY: "every"}
+COMPILERS = ("triton", "tilelang", "apache-tvm-ffi")  # the distributions that make the code
 # The compile timing (``_CompileTime``) and what it runs (``_static.device_artifacts``).
 COMPILE_TIMING_CODE = ("_cpu_suites.py", "_static.py")
 
 
 def timing_policy(variable: str) -> str:
-    """``changed`` or ``every``, from the environment variable (BASELINE_POLICY or
-    COMPILE_POLICY)."""
-    policy = os.environ.get(variable, "changed")
+    """``changed`` or ``every``, from the environment variable (BASELINE_POLICY,
+    COMPILE_POLICY or KERNEL_POLICY; POLICY_DEFAULTS where it is not set)."""
+    policy = os.environ.get(variable, POLICY_DEFAULTS[variable])
     if policy not in TIMING_POLICIES:
         raise ValueError(f"{variable}={policy!r}: expected one of {TIMING_POLICIES}")
     return policy
@@ -63,16 +77,50 @@ def baseline_digest(op_name: str, root: Path | None = None) -> str:
     identity as its telemetry gives it (driver, power limit)."""
     import hashlib
 
-    import harness
-    from harness.telemetry import open_source
     from kernels.registry import get_op
 
     root = root or _kernels_root()
-    op = get_op(op_name)
-    others = {root.joinpath(*be.module.split(".")[1:]).with_suffix(".py")
-              for name, be in op.backends.items() if name != op.baseline and be.module}
     digest = hashlib.sha256()
-    _hash_files(digest, root, [p for p in _op_files(root, op_name) if p not in others])
+    _hash_files(digest, root, _backend_files(root, op_name, get_op(op_name).baseline))
+    _hash_measuring(digest)
+    digest.update(os.environ.get("KPERF_PLAN", "{}").encode())
+    return digest.hexdigest()[:20]
+
+
+def kernel_digest(op_name: str, backend: str, plan: dict[str, Any],
+                  root: Path | None = None) -> str:
+    """What the timing of one TileLang or Triton backend of an op depends on besides the
+    machine: the op's folder without its other compiled backends' modules, the shared
+    ``kernels/*.py``, the compilers (Triton, TileLang, apache-tvm-ffi), the measuring code
+    (harness, benchmarks/_case.py and the input sets of benchmarks/_inputs.py), torch's
+    version, the GPU's identity as its telemetry gives it, and the plan the case is
+    measured with (its class's precision from thresholds.json included). Hashed once a
+    process for each op, backend and plan: asv sets a suite's cases up one after another in
+    one process, and the files cannot change under a run (``_kernel_digest.cache_clear``)."""
+    return _kernel_digest(op_name, backend, json.dumps(plan, sort_keys=True), root)
+
+
+@functools.cache
+def _kernel_digest(op_name: str, backend: str, plan_json: str, root: Path | None) -> str:
+    import hashlib
+
+    root = root or _kernels_root()
+    digest = hashlib.sha256()
+    _hash_files(digest, root, _backend_files(root, op_name, backend))
+    _hash_versions(digest, COMPILERS)
+    _hash_nvcc(digest)  # TileLang's CUDA code is nvcc's
+    _hash_measuring(digest)
+    _hash_files(digest, Path(__file__).parent, [Path(__file__).with_name("_inputs.py")])
+    digest.update(plan_json.encode())
+    return digest.hexdigest()[:20]
+
+
+def _hash_measuring(digest: Any) -> None:
+    """The measuring code (harness, benchmarks/_case.py), torch's version and the GPU's
+    identity (driver, power limit) as its telemetry gives it."""
+    import harness
+    from harness.telemetry import open_source
+
     harness_dir = Path(harness.__file__).parent
     _hash_files(digest, harness_dir.parent, [*harness_dir.rglob("*.py")])
     _hash_files(digest, Path(__file__).parent, [Path(__file__).with_name("_case.py")])
@@ -83,8 +131,6 @@ def baseline_digest(op_name: str, root: Path | None = None) -> str:
     finally:
         source.close()
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
-    digest.update(os.environ.get("KPERF_PLAN", "{}").encode())
-    return digest.hexdigest()[:20]
 
 
 def compile_digest(op_name: str, root: Path | None = None) -> str:
@@ -105,14 +151,12 @@ def kernel_source_digest(op_name: str, root: Path | None = None) -> str:
     of the installed package, the compilers' versions, nvcc, the gfx942 toolchain that
     compiles TileLang's HIP source (``harness.hip``) and the static figures' readers."""
     import hashlib
-    import shutil
 
     root = root or _kernels_root()
     digest = hashlib.sha256()
     _hash_files(digest, root, _op_files(root, op_name))
-    _hash_versions(digest, ("triton", "tilelang", "apache-tvm-ffi"))
-    nvcc = shutil.which("nvcc")
-    digest.update(f"nvcc={nvcc}@{os.stat(nvcc).st_mtime_ns if nvcc else 0}".encode())
+    _hash_versions(digest, COMPILERS)
+    _hash_nvcc(digest)
     digest.update(hip.toolchain_identity().encode())
     for reader in (static, hip, codeobj):
         digest.update(Path(reader.__file__).read_bytes())
@@ -129,6 +173,23 @@ def _kernels_root() -> Path:
 def _op_files(root: Path, op_name: str) -> list[Path]:
     """An op's folder and the shared ``kernels/*.py``."""
     return [*root.glob("*.py"), *(root / op_name).rglob("*.py")]
+
+
+def _backend_files(root: Path, op_name: str, backend: str) -> list[Path]:
+    """An op's folder without the modules of its backends other than ``backend``, and the
+    shared ``kernels/*.py``: what one backend's timing reads."""
+    from kernels.registry import get_op
+
+    others = {root.joinpath(*be.module.split(".")[1:]).with_suffix(".py")
+              for name, be in get_op(op_name).backends.items() if name != backend and be.module}
+    return [p for p in _op_files(root, op_name) if p not in others]
+
+
+def _hash_nvcc(digest: Any) -> None:
+    import shutil
+
+    nvcc = shutil.which("nvcc")
+    digest.update(f"nvcc={nvcc}@{os.stat(nvcc).st_mtime_ns if nvcc else 0}".encode())
 
 
 def _hash_files(digest: Any, root: Path, paths: list[Path]) -> None:

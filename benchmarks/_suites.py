@@ -26,7 +26,14 @@ from harness import METHOD_VERSION, record
 
 from ._case import MEASURE_TIMEOUT_S, PREPARE_TIMEOUT_S, case_op, worker_client
 from ._cpu_suites import _bench_name, _Codegen, _StaticFigure
-from ._digests import BASELINE_POLICY, baseline_digest, timed_elsewhere
+from ._digests import (
+    BASELINE_POLICY,
+    KERNEL_POLICY,
+    baseline_digest,
+    kernel_digest,
+    timed_elsewhere,
+    timing_policy,
+)
 
 BENCH_REGEX = "KPERF_BENCH_REGEX"  # asv's -b regexes of the run, a JSON list
 # Adaptive trials (harness/trials.py, ``Plan.stop_rel_ci``): a case stops sampling once the
@@ -76,9 +83,15 @@ class _CaseSuite:
         op = case_op(self.op)  # on CPU (tests) also the op's small test cases
         op.backend(backend, op.case(case).name)  # missing here: a skip, before any GPU work
         self.spec = {"op": self.op, "case": case, "dtype": dtype, "backend": backend}
+        self.plan = self._plan()
         self.baseline_key = baseline_digest(self.op) if backend == op.baseline else None
+        every_commit = timing_policy(KERNEL_POLICY) == "every"
+        self.kernel_key = (None if every_commit or backend == op.baseline
+                           else kernel_digest(self.op, backend, self.plan))
         if self.baseline_key:
             skip_unchanged_baseline(_time_name(type(self)), self.spec, self.baseline_key)
+        if self.kernel_key:
+            skip_unchanged_kernel(_time_name(type(self)), self.spec, self.kernel_key)
         self.worker = worker_client()
         ready = self.worker.request({"op": "prepare", "spec": self.spec,
                                      "consumer": self.consumer, "batch": self.selected()},
@@ -96,18 +109,24 @@ class _CaseSuite:
                 for combo in itertools.product(*self.params)
                 if not regexes or any(re.search(r, case_name(name, combo)) for r in regexes)]
 
-    def _measure(self) -> dict[str, Any]:
+    def _plan(self) -> dict[str, Any]:
+        """KPERF_PLAN, with the case's class's precision (``trial_precision``) unless it
+        gives its own ``stop_rel_ci``."""
         plan = json.loads(os.environ.get("KPERF_PLAN", "{}"))
         if "stop_rel_ci" not in plan:
             combo = [self.spec[k] for k in self.param_names]
             plan["stop_rel_ci"] = trial_precision(case_name(_time_name(type(self)), combo))
-        result = self.worker.request({"op": "measure", "spec": self.spec, "plan": plan,
+        return plan
+
+    def _measure(self) -> dict[str, Any]:
+        result = self.worker.request({"op": "measure", "spec": self.spec, "plan": self.plan,
                                       "consumer": self.consumer}, MEASURE_TIMEOUT_S)
         if result["fresh"]:  # one record per measurement, whichever benchmark reads it first
             params = {k: self.spec[k] for k in self.param_names}
+            keys = {"baseline_key": self.baseline_key, "kernel_key": self.kernel_key}
             record.write_record(_time_name(type(self)), params, {
                 "kind": "time", "recorded_at": time.time(),
-                **({"baseline_key": self.baseline_key} if self.baseline_key else {}),
+                **{name: key for name, key in keys.items() if key},
                 **{k: result[k] for k in RECORD_FIELDS}})
         return result
 
@@ -135,13 +154,26 @@ RECORD_FIELDS = ("measurement", "config", "target", "gpu", "first_call_s", "tflo
 def skip_unchanged_baseline(time_name: str, spec: dict[str, Any], key: str) -> None:
     """Under the "changed" policy, a skip (``NotImplementedError``) when this machine timed
     this baseline case at another commit with the same ``baseline_digest``."""
-    where = timed_elsewhere(BASELINE_POLICY, time_name,
-                            {k: spec[k] for k in _CaseSuite.param_names}, "baseline_key", key)
+    _skip_unchanged(time_name, spec, BASELINE_POLICY, "baseline_key", key,
+                    "the baseline is", "same code, measuring code, torch and GPU")
+
+
+def skip_unchanged_kernel(time_name: str, spec: dict[str, Any], key: str) -> None:
+    """Under KPERF_KERNELS=changed, a skip (``NotImplementedError``) when this machine timed
+    this TileLang or Triton case at another commit with the same ``kernel_digest``."""
+    _skip_unchanged(time_name, spec, KERNEL_POLICY, "kernel_key", key, "the kernel is",
+                    "same kernel code, compilers, measuring code, stack, plan and GPU")
+
+
+def _skip_unchanged(time_name: str, spec: dict[str, Any], policy: str, key_field: str,
+                    key: str, what: str, same: str) -> None:
+    where = timed_elsewhere(policy, time_name, {k: spec[k] for k in _CaseSuite.param_names},
+                            key_field, key)
     if where:
         raise NotImplementedError(
-            f"{spec['op']}/{spec['case']}/{spec['dtype']}/{spec['backend']}: the baseline is "
-            f"unchanged since commit {where} (same code, measuring code, torch and GPU), "
-            f"timed there on this machine; {BASELINE_POLICY}=every times it at every commit")
+            f"{spec['op']}/{spec['case']}/{spec['dtype']}/{spec['backend']}: {what} "
+            f"unchanged since commit {where} ({same}), timed there on this machine; "
+            f"{policy}=every times it at every commit")
 
 
 def _time_name(suite: type) -> str:

@@ -97,3 +97,32 @@ def workers(monkeypatch: pytest.MonkeyPatch):
         Popen=w.popen, DEVNULL=subprocess.DEVNULL, STDOUT=subprocess.STDOUT))
     yield w
     w.close()
+
+
+
+@pytest.fixture
+def cpu_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, triton_interpreter: None):
+    """The timed suites as asv drives them, on CPU: a real measurement worker running the
+    Triton kernels under the interpreter, records under the returned folder."""
+    import json
+
+    from harness.worker import retire
+    from tests._bench import BENCH_PLAN
+
+    # a short folder: a worker's socket path must fit AF_UNIX's 108 bytes
+    workers = Path(tempfile.mkdtemp(prefix="kperf-ts-"))
+    env = {"KPERF_DEVICE": "cpu", "KPERF_TELEMETRY": "none",
+           "KPERF_WORKER_DIR": str(workers), "KPERF_WORKER_IDLE_S": "60",
+           "KPERF_RECORD_DIR": str(tmp_path / "records"), "KPERF_MACHINE": "cpu-test",
+           "ASV_COMMIT": "0123456789abcdef0123456789abcdef01234567",
+           "ASV_ENV_NAME": "existing-py", "KPERF_PLAN": json.dumps(BENCH_PLAN)}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    for key in ("KPERF_TARGET", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                "ROCR_VISIBLE_DEVICES", "KPERF_BASELINE", "KPERF_KERNELS"):
+        monkeypatch.delenv(key, raising=False)
+    yield tmp_path / "records"
+    retire(workers)
+    for path in workers.iterdir():
+        path.unlink()
+    workers.rmdir()

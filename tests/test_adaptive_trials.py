@@ -129,6 +129,7 @@ def test_the_suite_asks_for_its_cases_precision_unless_the_plan_names_one(
         suite.spec = {"op": "rmsnorm", "case": "llama3-8b.hidden", "dtype": "bf16",
                       "backend": "triton"}
         suite.worker = _Worker()
+        suite.plan = suite._plan()  # as setup makes it
         suite._measure()
         asked = suite.worker.requests[0]["plan"]["stop_rel_ci"]
         assert asked == pytest.approx(expected), type(suite).__name__

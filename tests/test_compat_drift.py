@@ -146,12 +146,17 @@ def test_the_kernel_source_digest_follows_the_compilers_versions(tmp_path, monke
     figures' cache and the cold-compile timing must not stand for it."""
     from benchmarks import _digests
 
+    monkeypatch.setenv("KPERF_TELEMETRY", "none")
     root = tmp_path / "kernels"
     (root / "gemm").mkdir(parents=True)
     (root / "gemm" / "spec.py").write_text("g")
     before = _digests.kernel_source_digest("gemm", root)
+    _digests._kernel_digest.cache_clear()
+    timed = _digests.kernel_digest("gemm", "triton", {}, root)  # --kernels changed's key
     _versions_but(monkeypatch, compiler, "99.0.0")
     assert _digests.kernel_source_digest("gemm", root) != before
+    _digests._kernel_digest.cache_clear()
+    assert _digests.kernel_digest("gemm", "triton", {}, root) != timed
 
 
 @pytest.mark.parametrize("change", ["benchmarks/_case.py", "torch"])
@@ -164,6 +169,8 @@ def test_the_baseline_digest_follows_the_case_runner_and_torch(monkeypatch,
     monkeypatch.setenv("KPERF_TELEMETRY", "none")
     root = Path(__file__).resolve().parent.parent / "kernels"
     before = _digests.baseline_digest("gemm", root)
+    _digests._kernel_digest.cache_clear()
+    timed = _digests.kernel_digest("gemm", "triton", {}, root)  # the kernels' too
     if change == "torch":
         _versions_but(monkeypatch, "torch", "99.0.0")
     else:
@@ -171,6 +178,8 @@ def test_the_baseline_digest_follows_the_case_runner_and_torch(monkeypatch,
         monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
             b"# edited" if self.name == "_case.py" else b""))
     assert _digests.baseline_digest("gemm", root) != before
+    _digests._kernel_digest.cache_clear()
+    assert _digests.kernel_digest("gemm", "triton", {}, root) != timed
 
 
 def test_the_compile_suites_first_compile_serves_the_static_figures(monkeypatch, tmp_path):

@@ -50,6 +50,13 @@ def test_summary_counts_every_case_of_the_runs_commits(tmp_path: Path) -> None:
     text = summary(tmp_path, ["abcdef1234"], 90.0)
     assert ("3 skipped (1 the torch baseline (--baseline every) and 2 cold compiles "
             "(--compile every): timed only where they changed)") in text
+    assert "TileLang or Triton" not in text  # --kernels every: a kernel's skip is another's
+    rows["b.T.track_time"][0] = [1e-3, float("nan"), float("nan")]  # tilelang skipped too
+    (tmp_path / "abcdef12-env.json").write_text(json.dumps(
+        {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
+    text = summary(tmp_path, ["abcdef1234"], 90.0, kernels="changed")
+    assert ("2 cold compiles (--compile every) and 1 TileLang or Triton cases (--kernels "
+            "every): timed only where they changed") in text
 
 
 def test_compile_notes_and_the_cache_count(tmp_path: Path, monkeypatch) -> None:

@@ -113,6 +113,65 @@ def test_head_to_head_takes_an_unchanged_baseline_from_the_commit_that_timed_it(
     assert torch.time_s == 1.2e-4 and not torch.timed_at and not tl.vs_torch_why
 
 
+def test_head_to_head_takes_a_kernel_timed_under_kernels_changed_from_where_it_was_timed(
+        ) -> None:
+    """``--kernels changed`` skips a TileLang or Triton case where it is unchanged (an
+    edit of gemm's TileLang kernel times TileLang only): a skipped case whose latest timed
+    record carries a ``kernel_key`` is taken from that commit; one timed under the default
+    policy and skipped later stays a skip (the commit may no longer have it)."""
+    older, newer = "a" * 40, "b" * 40
+    files = [_files({"tilelang": 2.0e-4, "triton": 3.0e-4, "torch": 1.0e-4}, older),
+             _files({"tilelang": 2.5e-4, "triton": float("nan"), "torch": float("nan")},
+                    newer)]
+
+    def rec(backend: str, **extra) -> dict:
+        return _record(older, **extra) | {"params": {"case": "square-4096", "dtype": "fp16",
+                                                     "backend": backend}}
+
+    recs = [rec("triton", kernel_key="k" * 20), rec("torch")]
+    views = headtohead.build({"m1": {"gpu": "G"}}, files, {}, recs,
+                             revisions={older: 1, newer: 2})
+    (table,) = views[0].tables
+    tl, tr, torch = table.rows[0][2]
+    assert table.commit == newer and tl.time_s == 2.5e-4 and not tl.timed_at
+    assert (tr.status, tr.time_s, tr.timed_at, tr.n_records) == ("ok", 3.0e-4, older, 1)
+    assert torch.timed_at == older and tr.vs_torch == pytest.approx(1 / 3)
+    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
+    assert html.count("@aaaaaaaa") == 2
+    recs[0].pop("kernel_key")  # timed under --kernels every: a skip stays a skip
+    views = headtohead.build({"m1": {"gpu": "G"}}, files, {}, recs,
+                             revisions={older: 1, newer: 2})
+    tr = views[0].tables[0].rows[0][2][1]
+    assert tr.status == "skipped" and not tr.timed_at
+
+
+def test_head_to_head_keeps_a_case_whose_kernels_were_all_unchanged() -> None:
+    """Under ``--kernels changed`` a commit can time one case of an op (one that failed
+    before has no timing to stand for it) and skip another whole: that case's row is the
+    commit's too, from where it was timed, not a case the run left out."""
+    older, newer = "a" * 40, "b" * 40
+    nan = float("nan")
+
+    def two_cases(commit: str, values: list[float]) -> data.ResultFile:
+        row = {"result": values, "params": [["'square-4096'", "'square-8192'"], ["'fp16'"],
+                                            ["'tilelang'", "'triton'", "'torch'"]]}
+        return data.ResultFile(machine="m1", commit=commit, env_name="env", date=1, label="x",
+                               results={"bench_gemm.GemmTime.track_time": row})
+
+    files = [two_cases(older, [None, 3.0e-4, 1.0e-4, 8.0e-4, 9.0e-4, 4.0e-4]),
+             two_cases(newer, [2.0e-4, nan, nan, nan, nan, nan])]
+    recs = [_record(older, kernel_key="k" * 20) | {"params": {
+        "case": case, "dtype": "fp16", "backend": backend}}
+        for case in ("square-4096", "square-8192") for backend in ("tilelang", "triton")]
+    views = headtohead.build({"m1": {"gpu": "G"}}, files, {}, recs,
+                             revisions={older: 1, newer: 2})
+    rows = {case: cells for case, _, cells in views[0].tables[0].rows}
+    assert set(rows) == {"square-4096", "square-8192"}
+    assert [(c.time_s, c.timed_at) for c in rows["square-8192"][:2]] == [
+        (8.0e-4, older), (9.0e-4, older)]
+    assert rows["square-4096"][0].time_s == 2.0e-4 and not rows["square-4096"][0].timed_at
+
+
 def test_everything_generated_is_escaped(tmp_path: Path) -> None:
     commit = "d" * 40
     rf = _files({"tilelang": 1e-4, "triton": 1e-4, "torch": 1e-4}, commit, machine=HOSTILE)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,34 +20,10 @@ import pytest
 
 from harness import record
 from harness.device import TorchDevice
-from harness.worker import retire
+from tests._bench import BENCH_CASE as CASE
+from tests._bench import BENCH_PLAN as PLAN
 
 REPO = Path(__file__).resolve().parent.parent
-
-PLAN = {"trials": 3, "min_trial_s": 0.01, "min_reps": 2, "warmup_min_s": 0,
-        "warmup_max_s": 0, "energy_s": 0}
-CASE = ("test-ragged", "fp16", "triton")  # gemm's small CPU case: M 96, N 80, K 72
-
-
-@pytest.fixture
-def cpu_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, triton_interpreter: None):
-    # a short folder: a worker's socket path must fit AF_UNIX's 108 bytes
-    workers = Path(tempfile.mkdtemp(prefix="kperf-ts-"))
-    env = {"KPERF_DEVICE": "cpu", "KPERF_TELEMETRY": "none",
-           "KPERF_WORKER_DIR": str(workers), "KPERF_WORKER_IDLE_S": "60",
-           "KPERF_RECORD_DIR": str(tmp_path / "records"), "KPERF_MACHINE": "cpu-test",
-           "ASV_COMMIT": "0123456789abcdef0123456789abcdef01234567",
-           "ASV_ENV_NAME": "existing-py", "KPERF_PLAN": json.dumps(PLAN)}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    for key in ("KPERF_TARGET", "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-                "ROCR_VISIBLE_DEVICES"):
-        monkeypatch.delenv(key, raising=False)
-    yield tmp_path / "records"
-    retire(workers)
-    for path in workers.iterdir():
-        path.unlink()
-    workers.rmdir()
 
 
 def test_time_suite_measures_in_a_worker_and_writes_a_record(cpu_bench: Path) -> None:

@@ -38,6 +38,7 @@ DRIFT = "tests/test_compat_drift.py"
 HISTORY = "tests/test_history_thresholds.py"
 BASELINE = "tests/test_time_suite.py::test_the_baseline_key_follows_its_code_not_the_kernels_" \
            "under_test"
+KERNELS = "tests/test_kernel_policy.py"
 
 
 def _m(name: str, path: str, original: str, mutated: str, tests: tuple[str, ...],
@@ -250,14 +251,29 @@ MUTANTS: tuple[Mutant, ...] = (
     _m("baseline-ignores-torch", DIGESTS, '    _hash_versions(digest, ("torch",))\n', "",
        (DRIFT,), "the torch baseline not timed again under another torch"),
     _m("baseline-counts-kernels-under-test", DIGESTS,
-       "[p for p in _op_files(root, op_name) if p not in others]", "_op_files(root, op_name)",
-       (BASELINE,), "the baseline timed again at every TileLang or Triton edit"),
+       "return [p for p in _op_files(root, op_name) if p not in others]",
+       "return _op_files(root, op_name)", (BASELINE, KERNELS),
+       "the baseline timed again at every TileLang or Triton edit, a kernel at every edit of "
+       "its op's other backend"),
     _m("baseline-ignores-plan", DIGESTS,
        '    digest.update(os.environ.get("KPERF_PLAN", "{}").encode())\n', "", (BASELINE,),
        "the baseline not timed again under another measuring plan"),
+    _m("kernels-changed-by-default", DIGESTS, "KERNEL_POLICY: \"every\"}",
+       "KERNEL_POLICY: \"changed\"}", (KERNELS,),
+       "the nightly history quietly measuring only the changed kernels"),
+    _m("kernel-digest-ignores-plan", DIGESTS, "    digest.update(plan_json.encode())\n", "",
+       (KERNELS,), "a kernel not timed again under another plan or class precision"),
+    _m("kernel-skip-on-rerun", DIGESTS,
+       'if not same or any(r.get("commit") == commit for r in same):', "if not same:",
+       (KERNELS,), "a rerun of a commit blanked instead of measured again"),
     _m("source-digest-ignores-compilers", DIGESTS,
-       '    _hash_versions(digest, ("triton", "tilelang", "apache-tvm-ffi"))\n', "", (DRIFT,),
+       "    _hash_versions(digest, COMPILERS)\n    _hash_nvcc(digest)\n    digest.update(hip",
+       "    _hash_nvcc(digest)\n    digest.update(hip", (DRIFT,),
        "static figures and compile times reused across compiler versions"),
+    _m("kernel-digest-ignores-compilers", DIGESTS,
+       "    _hash_versions(digest, COMPILERS)\n    _hash_nvcc(digest)  # TileLang",
+       "    _hash_nvcc(digest)  # TileLang", (DRIFT,),
+       "a kernel not timed again under another Triton or TileLang (--kernels changed)"),
     _m("compile-digest-ignores-timing-code", DIGESTS,
        "    for name in COMPILE_TIMING_CODE:\n"
        "        digest.update(Path(__file__).with_name(name).read_bytes())\n",

@@ -7,6 +7,9 @@
                                           # what its timing depends on changed
     python -m tools.history.bench --compile every    # time the cold compiles at every commit, not
                                           # only when an op's kernels or compilers changed
+    python -m tools.history.bench --range A..B --kernels changed   # time a TileLang or Triton
+                                          # case only at commits where what its timing
+                                          # depends on changed (default: every commit)
 
 Without a GPU it runs the CPU-side suites (compile times and gfx942/sm_90a static
 figures) and says so. Results go to .asv/results, per-sample records to .asv/records,
@@ -54,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         help="when to time each op's cold compiles (the <Op>Compile suites): at a commit "
              "where its kernel sources, its compilers or the timing code changed since "
              "they were last timed on this machine (default), or at every commit")
+    parser.add_argument(
+        "--kernels", choices=("every", "changed"), default="every",
+        help="when to time each TileLang and Triton case: at every commit (default), or "
+             "only where its kernel code, compilers, measuring code, stack, plan or GPU "
+             "changed since it was last timed on this machine (a long range of commits)")
     args = parser.parse_args(argv)
 
     gpu = has_gpu()
@@ -66,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print("No GPU found: running only the CPU-side benchmarks (compile times and "
               "gfx942 / sm_90a static figures). GPU timings need a CUDA or ROCm GPU.")
     env = {**asv_env(info["machine"], cpu_only=not gpu), "KPERF_BASELINE": args.baseline,
-           "KPERF_COMPILE": args.compile}
+           "KPERF_COMPILE": args.compile, "KPERF_KERNELS": args.kernels}
 
     shas = commits(args.range)
     started, started_at = time.monotonic(), time.time()
@@ -80,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         code = run_and_publish(run_args, env, REPO, [], REPO / "html",
                                REPO / ".asv" / "records", publish=not args.no_publish)
     print(summary(REPO / ".asv" / "results" / info["machine"], shas,
-                  time.monotonic() - started, since=started_at, regexes=benches))
+                  time.monotonic() - started, since=started_at, regexes=benches,
+                  kernels=args.kernels))
     trials = trials_summary(REPO / ".asv" / "records", since=started_at)
     if trials:
         print(trials)
@@ -123,16 +132,18 @@ def trials_summary(records: Path, since: float = 0.0) -> str:
 
 
 def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
-            regexes: list[str] | None = None) -> str:
+            regexes: list[str] | None = None, kernels: str = "every") -> str:
     """What the run did: cases by outcome, the wall time, the time a case took.
 
     asv merges a run into the commit's results file, so only the cases of benchmarks
     that started at or after ``since`` (epoch seconds) and that ``regexes`` (asv's -b)
-    select are this run's."""
+    select are this run's. ``kernels``: the run's --kernels; under "changed" a skipped
+    TileLang or Triton time or energy case is counted as one timed elsewhere (its skip
+    reason is not in the results file)."""
     from tools.gate.asvio import ResultsFileError, read_results_file, selected
 
     counts = {"ok": 0, "failed": 0, "skipped": 0}
-    baselines_skipped = compiles_skipped = 0
+    baselines_skipped = compiles_skipped = kernels_skipped = 0
     for sha in shas:
         for path in sorted(results.glob(f"{sha[:8]}-*.json")):
             try:
@@ -146,17 +157,26 @@ def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
                     skipped = block.status == "skipped"
                     baselines_skipped += skipped and name.endswith(f", '{BASELINE}')")
                     compiles_skipped += skipped and ".track_compile(" in name
+                    kernels_skipped += (skipped and kernels == "changed"
+                                        and _timed_kernel(name))
     run = counts["ok"] + counts["failed"]
     per_case = f"; {wall_s / run:.1f} s a case run" if run else ""
     unchanged = [f"{n} {what}" for n, what in (
         (baselines_skipped, f"the {BASELINE} baseline (--baseline every)"),
-        (compiles_skipped, "cold compiles (--compile every)")) if n]
+        (compiles_skipped, "cold compiles (--compile every)"),
+        (kernels_skipped, "TileLang or Triton cases (--kernels every)")) if n]
     unchanged_note = (f" ({' and '.join(unchanged)}: timed only where they changed)"
                       if unchanged else "")
     return (f"kperf: {sum(counts.values())} cases over {len(shas)} commit(s): "
             f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped"
             f"{unchanged_note}; "
             f"wall {wall_s / 60:.1f} min{per_case} (asv, its environments and the site)")
+
+
+def _timed_kernel(name: str) -> bool:
+    """A TileLang or Triton case of a time or energy suite (the --kernels policy's)."""
+    timed = ".track_time(" in name or ".track_energy(" in name
+    return timed and not name.endswith(f", '{BASELINE}')")
 
 
 def benchmarks_started(path: Path, since: float) -> set[str]:

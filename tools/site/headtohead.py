@@ -191,13 +191,15 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
     trend_points = [{data.params_text(p.params): p for p in data.points_of(rf, bench, benchmarks)}
                     for rf in trend_files]
     earlier = _baseline_timed_earlier(history[:-1], bench, benchmarks)
+    kernels_earlier = _kernels_timed_earlier(history[:-1], machine, bench, benchmarks, by_key)
     groups: dict[tuple[str, str], dict[str, data.Point]] = {}
     for p in points:
         case, dtype = str(p.params.get("case", "")), str(p.params.get("dtype", ""))
         groups.setdefault((case, dtype), {})[str(p.params.get("backend", ""))] = p
     rows = []
     for (case, dtype), by_backend in groups.items():
-        if all(p.status == "skipped" for p in by_backend.values()):
+        if all(p.status == "skipped" and data.params_text(p.params) not in kernels_earlier
+               for p in by_backend.values()):
             continue  # a case no backend ran at this commit: not part of this run
         backends = [b for b in BACKEND_ORDER if b in by_backend] + sorted(
             b for b in by_backend if b not in BACKEND_ORDER)
@@ -207,6 +209,8 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
             ptext = data.params_text(p.params)
             if backend == BASELINE and p.status == "skipped" and ptext in earlier:
                 commit, p = earlier[ptext]  # not timed again: unchanged (tools/history/bench.py)
+            elif p.status == "skipped" and ptext in kernels_earlier:
+                commit, p = kernels_earlier[ptext]  # --kernels changed: the same
             key = data.point_key(machine, commit, bench, p.params)
             recs = by_key.get(key, [])
             cell = Cell(backend=backend, status=p.status, point_id=data.point_id(key),
@@ -261,6 +265,24 @@ def _baseline_timed_earlier(history: list[data.ResultFile], bench: str,
     for rf in history:
         for p in data.points_of(rf, bench, benchmarks):
             if p.status == "ok" and p.params.get("backend") == BASELINE:
+                out[data.params_text(p.params)] = (rf.commit, p)
+    return out
+
+
+def _kernels_timed_earlier(history: list[data.ResultFile], machine: str, bench: str,
+                           benchmarks: dict[str, Any], by_key: dict[str, list[dict[str, Any]]]
+                           ) -> dict[str, tuple[str, data.Point]]:
+    """params text -> (commit, point) of a TileLang or Triton case's latest timed point in
+    ``history`` (oldest first) whose record says it was timed under ``--kernels changed``
+    (it carries a ``kernel_key``): such a case is skipped where it is unchanged. A case
+    timed under the default policy and skipped later is not taken from before (a case
+    the commit no longer has is skipped too)."""
+    out: dict[str, tuple[str, data.Point]] = {}
+    for rf in history:
+        for p in data.points_of(rf, bench, benchmarks):
+            recs = by_key.get(data.point_key(machine, rf.commit, bench, p.params), [])
+            if (p.status == "ok" and p.params.get("backend") != BASELINE
+                    and any(r.get("kernel_key") for r in recs)):
                 out[data.params_text(p.params)] = (rf.commit, p)
     return out
 
