@@ -143,9 +143,10 @@ def test_every_stack_times_the_baseline_and_the_compiles(tmp_path: Path,
     """A stack comparison needs both stacks' figures at its commit: a stack whose torch and
     kernels did not change since it last ran must not skip them, as a day's run does."""
     monkeypatch.setenv("KPERF_COMPILE", "changed")
+    monkeypatch.setenv("KPERF_KERNELS", "changed")
     env = matrix.stack_env("m", {"dirs": [str(tmp_path)]}, sys.executable, REPO, True,
                            tmp_path / "records")
-    assert env["KPERF_BASELINE"] == env["KPERF_COMPILE"] == "every"
+    assert env["KPERF_BASELINE"] == env["KPERF_COMPILE"] == env["KPERF_KERNELS"] == "every"
     assert env["KPERF_RECORD_DIR"] == str(tmp_path / "records")
 
 

@@ -111,8 +111,9 @@ def stack_env(machine: str, sites: dict[str, Any], stack_python: str, repo: Path
     env["ASV_PYTHONPATH"] = joined
     env["KPERF_RECORD_DIR"] = str(record_dir)
     # A stack comparison sets each stack against the others at this commit: the torch
-    # baseline and the cold compiles are timed in every stack, not only where they changed
-    env["KPERF_BASELINE"] = env["KPERF_COMPILE"] = "every"
+    # baseline, the cold compiles and the kernels are timed in every stack, not only where
+    # they changed (a KPERF_KERNELS=changed of the caller's environment included)
+    env["KPERF_BASELINE"] = env["KPERF_COMPILE"] = env["KPERF_KERNELS"] = "every"
     # asv's virtualenv looks for pythonX.Y on PATH: find the stack's own interpreter first
     bin_dir = str(Path(stack_python).parent)
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
