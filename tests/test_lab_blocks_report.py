@@ -88,3 +88,47 @@ def test_an_arm_counts_the_blocks_with_a_trial_the_host_fell_behind_in() -> None
             for arm, b in blocks_report.arms(data).items()}
     assert rows[0.0]["host_behind"] == 4 and rows[4e-5]["host_behind"] == 0
     assert not blocks_report.host_behind({"reps_queued": [8.0, None]})
+
+
+class _FakeWorker:
+    """A lab slot's worker: measures a 70 us block, or fails where told to."""
+
+    def __init__(self, fails_on: str | None) -> None:
+        self.fails_on, self.closed = fails_on, False
+
+    def request(self, message: dict, timeout_s: float) -> dict:
+        from harness.worker import RemoteError
+
+        if message["op"] == self.fails_on:
+            raise RemoteError({"error_type": "WrongResult", "message": "max abs err 3.1"})
+        if message["op"] == "prepare":
+            return {}
+        m = {"warmup_s": 1.0, "warmup_trials": 4, "settled": True, "mode": "graph",
+             "calls_per_rep": 88, "windows": [{"power_w_mean": 500.0}]}
+        return {"measurement": m, "samples": [70e-6] * 3, "number": 30, "pid": 1,
+                "energy_per_call_j": 0.01, "measured_at": 0.0}
+
+    def shutdown(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("fails_on", ["prepare", "measure"])
+def test_a_slot_that_fails_is_that_slots_failure_and_the_others_go_on(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys, fails_on: str) -> None:
+    from tools.gate import workers as gate_workers
+    from tools.lab import blocks
+
+    made = iter([_FakeWorker(None), _FakeWorker(fails_on), _FakeWorker(None)])
+    monkeypatch.setattr(gate_workers, "gate_worker", lambda *a, **k: next(made))
+    slots = [{}, {"plan": {"placements": 16}}, {"plan": {"max_graph_calls": 48}}]
+    data = blocks.run({"op": "rmsnorm", "case": "c", "dtype": "bf16", "backend": "triton"},
+                      slots, 2, {})
+    assert sorted({b["slot"] for b in data["blocks"] if "error" not in b}) == [0, 2]
+    assert len([b for b in data["blocks"] if "error" not in b]) == 4
+    assert list(data["failed_slots"]) == [1] and "WrongResult" in data["failed_slots"][1]
+    assert "slot 1 failed" in capsys.readouterr().err
+    path = tmp_path / "exp.json"
+    path.write_text(json.dumps(data))  # slots' keys become strings, as on the GPU machine
+    text = blocks_report.report(json.loads(path.read_text()), "exp")
+    assert text.count("| `{") == 2 and '| 88-88 |' in text
+    assert 'Failed: slot 1 (`{"plan": {"placements": 16}}`): ' + fails_on in text

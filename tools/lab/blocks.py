@@ -53,20 +53,36 @@ def run(spec: dict[str, Any], slots: list[dict[str, Any]], rounds: int,
     specs = [dict(spec, overrides=o) if o else spec for o in overrides]
     plans = [{**plan, **slot.get("plan", {})} for slot in slots]
     start = time.time()
-    for worker, s in zip(workers, specs, strict=True):
-        worker.request({"op": "prepare", "spec": s}, 600)
+    failed: dict[int, str] = {}  # slot -> its failure: the slot's, not the experiment's
+    for i, (worker, s) in enumerate(zip(workers, specs, strict=True)):
+        _ask(worker, {"op": "prepare", "spec": s}, 600, i, failed)
     prepared_s = time.time() - start
     blocks = []
     for r in range(rounds):
         order = [(r + i) % len(slots) for i in range(len(slots))]
         for i in order:
-            result = workers[i].request({"op": "measure", "spec": specs[i], "plan": plans[i]},
-                                        300)
-            blocks.append({"round": r, "slot": i, **block_summary(result)})
+            if i in failed:
+                continue
+            result = _ask(workers[i], {"op": "measure", "spec": specs[i], "plan": plans[i]},
+                          300, i, failed)
+            blocks.append({"round": r, "slot": i, **(block_summary(result) if result else
+                                                     {"error": failed[i]})})
     for worker in workers:
         worker.shutdown()
     return {"spec": spec, "slots": slots, "plan": plan, "prepare_s": prepared_s,
-            "wall_s": time.time() - start, "blocks": blocks}
+            "wall_s": time.time() - start, "blocks": blocks, "failed_slots": failed}
+
+
+def _ask(worker: Any, message: dict[str, Any], timeout_s: float, slot: int,
+         failed: dict[int, str]) -> dict[str, Any] | None:
+    """The worker's answer, or None with the slot's failure noted (a crash, a hang, a
+    wrong result or a skip: the other slots go on)."""
+    try:
+        return worker.request(message, timeout_s)
+    except (RuntimeError, NotImplementedError, OSError) as err:
+        failed[slot] = f"{message['op']}: {type(err).__name__}: {str(err)[:500]}"
+        print(f"slot {slot} failed ({failed[slot]})", file=sys.stderr, flush=True)
+        return None
 
 
 def energy_probe(seconds: float = 1.0) -> dict[str, Any]:
@@ -110,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         for exp in json.loads(args.file.read_text())["experiments"]:
             data = run(exp["spec"], exp["slots"], exp["rounds"], json.loads(args.plan))
             (args.out / f"{exp['name']}.json").write_text(json.dumps(data))
-            print(f"{exp['name']}: {data['wall_s']:.0f} s", flush=True)
+            print(f"{exp['name']}: {data['wall_s']:.0f} s, {len(data['failed_slots'])} of "
+                  f"{len(exp['slots'])} slots failed", flush=True)
         return 0
     if args.energy_probe:
         data = energy_probe()

@@ -62,12 +62,21 @@ def _pooled_sd(groups: list[list[float]]) -> float | None:
 
 
 def arms(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The blocks of each arm, an arm named by its slot's settings."""
+    """The measured blocks of each arm, an arm named by its slot's settings (a failed
+    slot's are left out: ``failures``)."""
     names = [json.dumps(slot, sort_keys=True) for slot in data["slots"]]
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for block in data["blocks"]:
-        out[names[block["slot"]]].append(block)
+        if "error" not in block:
+            out[names[block["slot"]]].append(block)
     return dict(out)
+
+
+def failures(data: dict[str, Any]) -> list[str]:
+    """'slot N (its settings): what failed' for each slot that failed."""
+    return [f"slot {slot} (`{json.dumps(data['slots'][int(slot)], sort_keys=True)}`): {why}"
+            for slot, why in sorted((data.get("failed_slots") or {}).items(),
+                                    key=lambda kv: int(kv[0]))]
 
 
 def held(blocks: list[dict[str, Any]], top_w: float | None) -> list[bool]:
@@ -115,8 +124,10 @@ def report(data: dict[str, Any], name: str) -> str:
              "| arm | blocks | held | host behind | board W | graph calls | level us "
              "| a worker's sd | between workers | all sd | within a round |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    top_w = max((p for p in map(mean_power_w, data["blocks"]) if p is not None), default=None)
-    for arm, blocks in arms(data).items():
+    measured = arms(data)
+    top_w = max((p for blocks in measured.values() for p in map(mean_power_w, blocks)
+                 if p is not None), default=None)
+    for arm, blocks in measured.items():
         r = arm_row(blocks, top_w)
         watts = "—" if r["power_w"] is None else f"{r['power_w']:.0f}"
         calls = "—" if r["graph_calls"] is None else "{}-{}".format(*r["graph_calls"])
@@ -124,6 +135,7 @@ def report(data: dict[str, Any], name: str) -> str:
                      f"{calls} | {r['level_us']:.2f} | {pct(r['worker_sd'])} | "
                      f"{pct(r['between_workers_sd'])} | {pct(r['all_sd'])} | "
                      f"{pct(r['round_sd'])} |")
+    lines += [f"\nFailed: {failure}" for failure in failures(data)]
     return "\n".join(lines)
 
 
