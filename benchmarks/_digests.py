@@ -34,7 +34,8 @@ COMPILE_POLICY = "KPERF_COMPILE"
 # on (kernel_digest) differs from every earlier timing on this machine. A kernel whose
 # code, compilers, measuring code, stack, plan and GPU are all the same can only read
 # the run-to-run spread again (up to 4.6% for a graph-replayed 8 us RMSNorm between two
-# runs of one commit on an H200, docs/journal/2026-12-04.md "Afternoon of 2026-12-04"),
+# runs of one commit, H200 vm-nvidia-h200-eb9ed144, 2026-12-04, docs/journal/2026-12-04.md
+# "Afternoon of 2026-12-04"),
 # and timing every case took ~10.9 min a commit (docs/perf.md): "changed" is for a long
 # range of commits, e.g. a day's merges, where most touch one op or none.
 KERNEL_POLICY = "KPERF_KERNELS"

@@ -52,8 +52,9 @@ def test_each_arm_counts_its_held_blocks_and_its_spreads(hold_known: bool) -> No
 
 def test_an_arm_gives_the_range_of_its_graph_sizes() -> None:
     """Graph-replayed blocks size their graph from their own estimate (85-94 calls for a
-    7 us LayerNorm in four H200 runs of 2026-12-03/04): the report says which sizes an
-    arm's blocks had; blocks timed by events have none."""
+    7 us LayerNorm in four runs on H200s vm-nvidia-h200-eb9ed144 and -a32fa316,
+    2026-12-04): the report says which sizes an arm's blocks had; blocks timed by events
+    have none."""
     data = _experiment(True)
     for i, block in enumerate(data["blocks"]):
         block["mode"], block["calls_per_rep"] = (("graph", 85 + i) if block["slot"] % 2 == 0

@@ -291,6 +291,15 @@ def one_method(methods: Iterable[str | None]) -> str | None:
     return known.pop() if len(known) == 1 else ("mixed" if known else None)
 
 
+def method_note(before: str, after: str, sides: tuple[str, str], what: str) -> str:
+    """``timed by graph replay at base, events around one call at head: part of the change
+    is the method's`` (the gate's reason, ``sides`` "at base"/"at head"; the site's step
+    line, "before"/"after")."""
+    named = [METHOD_NAMES.get(m, m) for m in (before, after)]
+    return (f"timed by {named[0]} {sides[0]}, {named[1]} {sides[1]}: part of the {what} is "
+            f"the method's")
+
+
 def side_methods(pairs: Sequence[tuple[Block, Block]]) -> tuple[str, str] | None:
     """(base, head) timing methods where they differ ("mixed": a side's blocks differ
     among themselves); None where they agree or a side's is unknown. A call timed alone

@@ -19,7 +19,7 @@ from typing import Any
 from tools.gate.disturbed import host_behind
 from tools.gate.errors import STATUS, GateError
 from tools.gate.look import log_ratio_groups
-from tools.gate.model import METHOD_NAMES, CaseData, Verdict
+from tools.gate.model import CaseData, Verdict, method_note
 
 REPORT_SCHEMA = "kperf-gate-2"
 COMMENT_MARKER = "<!-- kperf-gate -->"
@@ -101,10 +101,7 @@ def _class_note(v: Verdict) -> str:
 
 
 def _method_note(v: Verdict) -> str:
-    if not v.methods:
-        return ""
-    base, head = (METHOD_NAMES.get(m, m) for m in v.methods)
-    return f"timed by {base} at base, {head} at head: part of the change is the method's"
+    return method_note(*v.methods, ("at base", "at head"), "change") if v.methods else ""
 
 
 def _moved(verdicts: Sequence[Verdict], verdict: str, word: str) -> str:

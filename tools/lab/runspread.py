@@ -31,7 +31,7 @@ import argparse
 import json
 import statistics
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,31 +74,37 @@ def time_records(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
 
 def record_values(folder: Path, kind: str = TIMED) -> dict[str, float]:
     """``values`` from the time records under ``folder``, named as asv names the cases."""
-    latest: dict[str, tuple[float, float]] = {}
-    for name, record in time_records(folder):
-        if kind == ENERGY:
-            name = name.replace("Time.track_time(", "Energy.track_energy(")
-            value = record.get("energy_per_call_j")
-        else:
-            samples = (record.get("measurement") or {}).get("samples")
-            value = statistics.median(samples) if samples else None
-        at = float(record.get("recorded_at") or 0.0)
-        if value and (name not in latest or at >= latest[name][0]):
-            latest[name] = (at, float(value))
-    if not latest and not any(folder.rglob("*.json")):  # only where nothing was read
+    if kind == ENERGY:
+        got = {name.replace("Time.track_time(", "Energy.track_energy("): value
+               for name, value in _latest(folder, lambda r: r.get("energy_per_call_j")).items()}
+    else:
+        got = _latest(folder, _median_sample)
+    if not got and not any(folder.rglob("*.json")):  # only where nothing was read
         raise ResultsFileError(folder, "no records")
-    return {name: value for name, (_, value) in sorted(latest.items())}
+    return {name: float(value) for name, value in got.items()}
 
 
 def record_methods(folder: Path) -> dict[str, str]:
     """Case name -> how its latest record was timed (``graph`` or ``events``)."""
-    latest: dict[str, tuple[float, str]] = {}
+    return {name: str(mode) for name, mode in
+            _latest(folder, lambda r: (r.get("measurement") or {}).get("mode")).items()}
+
+
+def _median_sample(record: dict[str, Any]) -> float | None:
+    samples = (record.get("measurement") or {}).get("samples")
+    return statistics.median(samples) if samples else None
+
+
+def _latest(folder: Path, pick: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
+    """Case name -> ``pick(record)`` of its latest time record for which it is set (a case
+    measured twice: the later one)."""
+    latest: dict[str, tuple[float, Any]] = {}
     for name, record in time_records(folder):
-        mode = (record.get("measurement") or {}).get("mode")
+        value = pick(record)
         at = float(record.get("recorded_at") or 0.0)
-        if mode and (name not in latest or at >= latest[name][0]):
-            latest[name] = (at, str(mode))
-    return {name: mode for name, (_, mode) in latest.items()}
+        if value and (name not in latest or at >= latest[name][0]):
+            latest[name] = (at, value)
+    return {name: value for name, (_, value) in sorted(latest.items())}
 
 
 def method_table(by_case: dict[str, float], first: dict[str, str], second: dict[str, str],

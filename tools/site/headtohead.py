@@ -21,6 +21,7 @@ import math
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,8 +191,16 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
     trend_files = history[-TREND_COMMITS:]
     trend_points = [{data.params_text(p.params): p for p in data.points_of(rf, bench, benchmarks)}
                     for rf in trend_files]
-    earlier = _baseline_timed_earlier(history[:-1], bench, benchmarks)
-    kernels_earlier = _kernels_timed_earlier(history[:-1], machine, bench, benchmarks, by_key)
+    # A run times the baseline only where what its timing depends on changed (--baseline
+    # changed), so the latest commit often has it as a skip; under --kernels changed a
+    # TileLang or Triton case too, where its record says so (a case timed under the
+    # default and skipped later may be one the commit no longer has)
+    earlier = _timed_earlier(history[:-1], bench, benchmarks,
+                             lambda commit, p: p.params.get("backend") == BASELINE)
+    kernels_earlier = _timed_earlier(
+        history[:-1], bench, benchmarks, lambda commit, p: p.params.get("backend") != BASELINE
+        and any(r.get("kernel_key")
+                for r in by_key.get(data.point_key(machine, commit, bench, p.params), [])))
     groups: dict[tuple[str, str], dict[str, data.Point]] = {}
     for p in points:
         case, dtype = str(p.params.get("case", "")), str(p.params.get("dtype", ""))
@@ -256,33 +265,14 @@ def _mark_regimes(cells: list[Cell]) -> None:
         c.regimes_differ = len(held) > 1
 
 
-def _baseline_timed_earlier(history: list[data.ResultFile], bench: str,
-                            benchmarks: dict[str, Any]) -> dict[str, tuple[str, data.Point]]:
-    """params text -> (commit, point) of the baseline's latest timed point in ``history``
-    (oldest first). A run times the baseline only when what its timing depends on changed
-    (``--baseline changed``), so the latest commit often has it as a skip."""
+def _timed_earlier(history: list[data.ResultFile], bench: str, benchmarks: dict[str, Any],
+                   keep: Callable[[str, data.Point], bool]) -> dict[str, tuple[str, data.Point]]:
+    """params text -> (commit, point) of the latest timed point in ``history`` (oldest
+    first) that ``keep(commit, point)`` accepts."""
     out: dict[str, tuple[str, data.Point]] = {}
     for rf in history:
         for p in data.points_of(rf, bench, benchmarks):
-            if p.status == "ok" and p.params.get("backend") == BASELINE:
-                out[data.params_text(p.params)] = (rf.commit, p)
-    return out
-
-
-def _kernels_timed_earlier(history: list[data.ResultFile], machine: str, bench: str,
-                           benchmarks: dict[str, Any], by_key: dict[str, list[dict[str, Any]]]
-                           ) -> dict[str, tuple[str, data.Point]]:
-    """params text -> (commit, point) of a TileLang or Triton case's latest timed point in
-    ``history`` (oldest first) whose record says it was timed under ``--kernels changed``
-    (it carries a ``kernel_key``): such a case is skipped where it is unchanged. A case
-    timed under the default policy and skipped later is not taken from before (a case
-    the commit no longer has is skipped too)."""
-    out: dict[str, tuple[str, data.Point]] = {}
-    for rf in history:
-        for p in data.points_of(rf, bench, benchmarks):
-            recs = by_key.get(data.point_key(machine, rf.commit, bench, p.params), [])
-            if (p.status == "ok" and p.params.get("backend") != BASELINE
-                    and any(r.get("kernel_key") for r in recs)):
+            if p.status == "ok" and keep(rf.commit, p):
                 out[data.params_text(p.params)] = (rf.commit, p)
     return out
 

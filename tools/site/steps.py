@@ -26,7 +26,7 @@ from typing import Any
 from harness.telemetry import or_bits
 from tools.gate.asvio import attach_records
 from tools.gate.config import Thresholds
-from tools.gate.model import METHOD_NAMES, Attribution, Block, attribute, one_method
+from tools.gate.model import Attribution, Block, attribute, method_note, one_method
 from tools.site import data
 
 STEPS_SCHEMA = "kperf-steps-1"
@@ -263,8 +263,7 @@ def method_change(before: str | None, after: str | None) -> str:
     step is the method's. A call near ``Plan.graph_below_s`` changes method crossing it."""
     if not before or not after or before == after:
         return ""
-    return (f"; timed by {METHOD_NAMES.get(before, before)} before, "
-            f"{METHOD_NAMES.get(after, after)} after: part of the step is the method's")
+    return "; " + method_note(before, after, ("before", "after"), "step")
 
 
 def read_regressions(html_dir: Path, notes: data.Notes) -> tuple[dict[str, Any], dict[str, str]]:
