@@ -71,11 +71,12 @@ def timed_elsewhere(policy: str, benchmark: str, params: dict[str, Any], key_fie
     return str(same[-1].get("commit") or "?")[:8]
 
 
-def baseline_digest(op_name: str, root: Path | None = None) -> str:
+def baseline_digest(op_name: str, plan: dict[str, Any], root: Path | None = None) -> str:
     """What the timing of an op's baseline depends on besides the machine: the op's folder
     without its compiled backends' modules, the shared ``kernels/*.py``, the measuring
-    code (harness, benchmarks/_case.py), torch's version, the run's plan, and the GPU's
-    identity as its telemetry gives it (driver, power limit)."""
+    code (harness, benchmarks/_case.py), torch's version, the plan the case is measured
+    with (its class's precision and placements from thresholds.json included), and the
+    GPU's identity as its telemetry gives it (driver, power limit)."""
     import hashlib
 
     from kernels.registry import get_op
@@ -84,7 +85,7 @@ def baseline_digest(op_name: str, root: Path | None = None) -> str:
     digest = hashlib.sha256()
     _hash_files(digest, root, _backend_files(root, op_name, get_op(op_name).baseline))
     _hash_measuring(digest)
-    digest.update(os.environ.get("KPERF_PLAN", "{}").encode())
+    digest.update(json.dumps(plan, sort_keys=True).encode())
     return digest.hexdigest()[:20]
 
 

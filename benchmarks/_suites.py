@@ -56,11 +56,55 @@ def case_name(benchmark: str, combo: Sequence[Any]) -> str:
 def trial_precision(name: str, thresholds: Path = THRESHOLDS) -> float:
     """``Plan.stop_rel_ci`` for the case ``name``: PRECISION_SHARE of its class's
     ``min_ratio`` (0, no early stop, for a class without one or no matching rule)."""
+    klass = _class_of(name, json.loads(thresholds.read_text()))
+    return PRECISION_SHARE * float(klass.get("min_ratio", 0)) if klass else 0.0
+
+
+def placement_plan(name: str, thresholds: Path = THRESHOLDS) -> dict[str, Any]:
+    """The plan keys that place the case ``name``'s buffers, as the gate places a block
+    of its class (tools/gate/measure.py ``class_placement``), for a class whose level
+    follows where its buffers lie (``level_by_placement``); {} for any other class.
+
+    One asv run measures every case in one worker process, whose buffers lie where its
+    allocations put them: graph-replayed bandwidth kernels of 7-9 us then read up to
+    1.65% apart (sd) between workers, and 16 copies from an arena with placed outputs
+    brought that to 0.05% (LayerNorm vit-h14 bf16 TileLang; H200, 2026-12-04,
+    docs/journal/2026-12-04.md "Evening of 2026-12-04")."""
     raw = json.loads(thresholds.read_text())
+    klass = _class_of(name, raw)
+    if not klass or not klass.get("level_by_placement"):
+        return {}
+    placements = int(klass.get("placements", raw["sequential"].get("placements", 0)))
+    arena_gb = float(klass.get("placement_arena_gb", 0)) if placements else 0.0
+    hold_s = float(klass.get("rep_hold_min_s", 0))
+    return {**({"placements": placements} if placements else {}),
+            **({"placement_arena_gb": arena_gb} if arena_gb else {}),
+            **({"placed_outputs": True} if arena_gb and klass.get("placed_outputs") else {}),
+            **({"rep_hold_min_s": hold_s} if hold_s else {})}
+
+
+def _class_of(name: str, raw: dict[str, Any]) -> dict[str, Any] | None:
+    """thresholds.json's class of the first rule matching ``name``."""
     for rule in raw["rules"]:
         if re.search(rule["match"], name):
-            return PRECISION_SHARE * float(raw["classes"][rule["class"]].get("min_ratio", 0))
-    return 0.0
+            return raw["classes"][rule["class"]]
+    return None
+
+
+def suite_version(time_name: str, params: Sequence[Sequence[Any]],
+                  thresholds: Path = THRESHOLDS) -> str:
+    """asv's ``version`` of a timed suite: METHOD_VERSION, and a digest of its cases'
+    placements where any is placed (``placement_plan``). asv publishes only the results
+    of a benchmark's current version, so a series measured another way starts anew
+    instead of showing the change of method as a step."""
+    import hashlib
+
+    plans = {json.dumps(placement_plan(case_name(time_name, combo), thresholds), sort_keys=True)
+             for combo in itertools.product(*params)} - {"{}"}
+    if not plans:
+        return METHOD_VERSION
+    digest = hashlib.sha256("\n".join(sorted(plans)).encode()).hexdigest()[:8]
+    return f"{METHOD_VERSION}+placed-{digest}"
 
 
 class _CaseSuite:
@@ -79,12 +123,17 @@ class _CaseSuite:
     consumer = "time"  # which reader of a case's one measurement this suite is
     method = "track_time"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.op and "version" not in cls.__dict__:
+            cls.version = suite_version(_time_name(cls), cls.params)
+
     def setup(self, case: str, dtype: str, backend: str) -> None:
         op = case_op(self.op)  # on CPU (tests) also the op's small test cases
         op.backend(backend, op.case(case).name)  # missing here: a skip, before any GPU work
         self.spec = {"op": self.op, "case": case, "dtype": dtype, "backend": backend}
         self.plan = self._plan()
-        self.baseline_key = baseline_digest(self.op) if backend == op.baseline else None
+        self.baseline_key = baseline_digest(self.op, self.plan) if backend == op.baseline else None
         every_commit = timing_policy(KERNEL_POLICY) == "every"
         self.kernel_key = (None if every_commit or backend == op.baseline
                            else kernel_digest(self.op, backend, self.plan))
@@ -110,13 +159,13 @@ class _CaseSuite:
                 if not regexes or any(re.search(r, case_name(name, combo)) for r in regexes)]
 
     def _plan(self) -> dict[str, Any]:
-        """KPERF_PLAN, with the case's class's precision (``trial_precision``) unless it
-        gives its own ``stop_rel_ci``."""
+        """KPERF_PLAN, with the case's class's precision (``trial_precision``) and
+        placements (``placement_plan``) where it does not name its own."""
         plan = json.loads(os.environ.get("KPERF_PLAN", "{}"))
+        name = case_name(_time_name(type(self)), [self.spec[k] for k in self.param_names])
         if "stop_rel_ci" not in plan:
-            combo = [self.spec[k] for k in self.param_names]
-            plan["stop_rel_ci"] = trial_precision(case_name(_time_name(type(self)), combo))
-        return plan
+            plan["stop_rel_ci"] = trial_precision(name)
+        return {**placement_plan(name), **plan}
 
     def _measure(self) -> dict[str, Any]:
         result = self.worker.request({"op": "measure", "spec": self.spec, "plan": self.plan,
@@ -125,7 +174,7 @@ class _CaseSuite:
             params = {k: self.spec[k] for k in self.param_names}
             keys = {"baseline_key": self.baseline_key, "kernel_key": self.kernel_key}
             record.write_record(_time_name(type(self)), params, {
-                "kind": "time", "recorded_at": time.time(),
+                "kind": "time", "recorded_at": time.time(), "plan": self.plan,
                 **{name: key for name, key in keys.items() if key},
                 **{k: result[k] for k in RECORD_FIELDS}})
         return result

@@ -9,7 +9,6 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -19,6 +18,7 @@ from harness.timing import Plan, measure
 from harness.trials import median_rel_half_width, trials_stop
 from tools.history.bench import trials_summary
 
+from ._bench import asked_plans
 from .fakes import FakeGpu, FakeKernel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -110,29 +110,15 @@ def test_each_case_gets_its_classes_precision(tmp_path: Path) -> None:
     assert trial_precision("bench_x.XTime.track_time('a')", path) == 0.0  # no rule
 
 
-class _Worker:
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-
-    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
-        self.requests.append(message)
-        return {"fresh": False, "samples": [1.0], "number": 1}
-
-
 @pytest.mark.parametrize(("plan", "expected"), [({}, 0.001), ({"stop_rel_ci": 0}, 0)])
 def test_the_suite_asks_for_its_cases_precision_unless_the_plan_names_one(
         monkeypatch: pytest.MonkeyPatch, plan: dict[str, float], expected: float) -> None:
     from benchmarks import bench_rmsnorm
 
     monkeypatch.setenv("KPERF_PLAN", json.dumps(plan))
-    for suite in (bench_rmsnorm.RmsnormTime(), bench_rmsnorm.RmsnormEnergy()):
-        suite.spec = {"op": "rmsnorm", "case": "llama3-8b.hidden", "dtype": "bf16",
-                      "backend": "triton"}
-        suite.worker = _Worker()
-        suite.plan = suite._plan()  # as setup makes it
-        suite._measure()
-        asked = suite.worker.requests[0]["plan"]["stop_rel_ci"]
-        assert asked == pytest.approx(expected), type(suite).__name__
+    spec = {"op": "rmsnorm", "case": "llama3-8b.hidden", "dtype": "bf16", "backend": "triton"}
+    for asked in asked_plans([bench_rmsnorm.RmsnormTime(), bench_rmsnorm.RmsnormEnergy()], spec):
+        assert asked["stop_rel_ci"] == pytest.approx(expected)
 
 
 def test_the_runs_summary_counts_trials_and_why_they_stopped(tmp_path: Path) -> None:

@@ -168,7 +168,7 @@ def test_the_baseline_digest_follows_the_case_runner_and_torch(monkeypatch,
 
     monkeypatch.setenv("KPERF_TELEMETRY", "none")
     root = Path(__file__).resolve().parent.parent / "kernels"
-    before = _digests.baseline_digest("gemm", root)
+    before = _digests.baseline_digest("gemm", {}, root)
     _digests._kernel_digest.cache_clear()
     timed = _digests.kernel_digest("gemm", "triton", {}, root)  # the kernels' too
     if change == "torch":
@@ -177,7 +177,7 @@ def test_the_baseline_digest_follows_the_case_runner_and_torch(monkeypatch,
         real = Path.read_bytes
         monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
             b"# edited" if self.name == "_case.py" else b""))
-    assert _digests.baseline_digest("gemm", root) != before
+    assert _digests.baseline_digest("gemm", {}, root) != before
     _digests._kernel_digest.cache_clear()
     assert _digests.kernel_digest("gemm", "triton", {}, root) != timed
 

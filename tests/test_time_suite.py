@@ -379,7 +379,7 @@ def test_a_baseline_with_another_key_is_timed(cpu_bench: Path,
     suite.setup(*BASELINE)
     suite.track_time(*BASELINE)
     monkeypatch.setenv("ASV_COMMIT", "fedcba9876543210fedcba9876543210fedcba98")
-    monkeypatch.setattr(_suites, "baseline_digest", lambda op, root=None: "another-stack")
+    monkeypatch.setattr(_suites, "baseline_digest", lambda op, plan, root=None: "another-stack")
     again = bench_gemm.GemmTime()
     again.setup(*BASELINE)
     assert again.baseline_key == "another-stack"
@@ -394,15 +394,15 @@ def test_the_baseline_key_follows_its_code_not_the_kernels_under_test(
     monkeypatch.setenv("KPERF_TELEMETRY", "none")
     root = tmp_path / "kernels"
     shutil.copytree(REPO / "kernels", root, ignore=shutil.ignore_patterns("__pycache__"))
-    key = baseline_digest("gemm", root)
-    assert baseline_digest("gemm", root) == key
+    key = baseline_digest("gemm", {}, root)
+    assert baseline_digest("gemm", {}, root) == key
     for name in ("triton_gemm.py", "tilelang_gemm.py"):
         (root / "gemm" / name).write_text((root / "gemm" / name).read_text() + "\n# edit\n")
     (root / "softmax" / "reference.py").write_text("# another op\n")
-    assert baseline_digest("gemm", root) == key
+    assert baseline_digest("gemm", {}, root) == key
     for path in (root / "gemm" / "reference.py", root / "gemm" / "spec.py", root / "op.py"):
         path.write_text(path.read_text() + "\n# edit\n")
-        assert baseline_digest("gemm", root) != key, path
-        key = baseline_digest("gemm", root)
-    monkeypatch.setenv("KPERF_PLAN", json.dumps({"trials": 4}))
-    assert baseline_digest("gemm", root) != key
+        assert baseline_digest("gemm", {}, root) != key, path
+        key = baseline_digest("gemm", {}, root)
+    assert baseline_digest("gemm", {"trials": 4}, root) != key
+    assert baseline_digest("gemm", {"placements": 16}, root) != key

@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.worker import RemoteError, RemoteSkip, WorkerClient, WorkerError
 from tools.gate.blocks import block_of, failed_block
-from tools.gate.config import Thresholds
+from tools.gate.config import KernelClass, Sequential, Thresholds
 from tools.gate.disturbed import disturbance
 from tools.gate.jobs import join, threads
 from tools.gate.ledger import Ledger
@@ -30,6 +30,20 @@ from tools.gate.workers import PREPARE_TIMEOUT_S, Pairs, gate_worker
 
 BLOCK_TIMEOUT_S = 300.0
 CONFIRM_RESERVE = 0.85  # the rounds stop at this share of the gate's budget: room to confirm
+
+
+def class_placement(klass: KernelClass, seq: Sequential) -> dict[str, Any]:
+    """The plan keys that place a block's buffers for its class: its inputs in
+    ``placements`` copies (the class's, else ``sequential.placements``), from slots of an
+    arena where the class has one, its outputs too (``placed_outputs``), and the class's
+    hold before every rep. The history places a ``level_by_placement`` class's cases
+    alike (benchmarks/_suites.py ``placement_plan``)."""
+    placements = seq.placements if klass.placements is None else klass.placements
+    return {**({"placements": placements} if placements else {}),
+            **({"placement_arena_gb": klass.placement_arena_gb,
+                **({"placed_outputs": True} if klass.placed_outputs else {})}
+               if placements and klass.placement_arena_gb else {}),
+            **({"rep_hold_min_s": klass.rep_hold_min_s} if klass.rep_hold_min_s else {})}
 
 
 class Measurer:
@@ -46,14 +60,9 @@ class Measurer:
               confirm: bool = False, retry: int = 0) -> Block:
         seq = self.th.sequential
         _, klass = self.th.rule_for(case["name"])
-        placements = seq.placements if klass.placements is None else klass.placements
         plan = {"trials": seq.trials_per_block, "energy_s": 0,
                 **({"trials_at_cap": seq.trials_at_cap} if seq.trials_at_cap else {}),
-                **({"placements": placements} if placements else {}),
-                **({"placement_arena_gb": klass.placement_arena_gb,
-                    **({"placed_outputs": True} if klass.placed_outputs else {})}
-                   if placements and klass.placement_arena_gb else {}),
-                **({"rep_hold_min_s": klass.rep_hold_min_s} if klass.rep_hold_min_s else {})}
+                **class_placement(klass, seq)}
         start = time.monotonic()
         try:
             result = self.pairs.client(lane, side).request(
