@@ -44,6 +44,8 @@ class Runner:
         self.rep_hold_s = 0.0
         self.estimate_hold_s = 0.0  # the hold of the estimate's reps (harness/timing.py)
         self.last_sets: list[int] = []  # events mode: each rep's input set, last time_reps
+        self.graph_bursts = False  # a burst launched call by call had gaps (harness/energy.py)
+        self.last_burst_by_graph = False  # the last ``burst`` replayed a graph
 
     def _call(self) -> None:
         self.calls[self._next % len(self.calls)]()
@@ -109,16 +111,18 @@ class Runner:
     def burst(self, calls: int) -> tuple[float, int]:
         """(device seconds, calls run) of about ``calls`` calls back to back, with no flush
         in between (whole reps or graphs of them). By graph replay when the host cannot
-        launch the calls as fast as the GPU runs them: idle gaps would count as the calls'
-        time and energy. A call that cannot be captured is launched one by one."""
+        launch the calls as fast as the GPU runs them (its hold was raised in the trials, or
+        a burst launched call by call had gaps, ``graph_bursts``): idle gaps would count as
+        the calls' time and energy. A call that cannot be captured is launched one by one."""
         dev = self.device
         rep, per = self._rep, self.calls_per_rep
-        if self.rep_hold_s and dev.supports_graphs:
+        self.last_burst_by_graph = self.mode == "graph"
+        if (self.rep_hold_s or self.graph_bursts) and dev.supports_graphs:
             graph_calls = int(min(self.plan.max_graph_calls, max(
                 10, self.plan.graph_rep_s / max(self.gpu_rep_s or 0.0, 1e-9))))
             try:
                 rep = dev.capture([self.calls[i % len(self.calls)] for i in range(graph_calls)])
-                per = graph_calls
+                per, self.last_burst_by_graph = graph_calls, True
             except RuntimeError:
                 pass
         start, end = dev.event(), dev.event()

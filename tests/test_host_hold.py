@@ -336,3 +336,37 @@ def test_a_hold_never_shrinks_within_a_measurement() -> None:
     assert runner.rep_hold_s == 300e-6
     runner.host_rep_s = 400e-6  # slower still: the hold grows
     assert runner.raise_hold_if_behind() and runner.rep_hold_s > 300e-6
+
+
+class _EnergySampler:
+    """What ``energy_bursts`` asks of a sampler: that it reads energy, and a faster poll."""
+
+    def has_energy(self) -> bool:
+        return True
+
+    def polling_every(self, period_s: float) -> Any:
+        import contextlib
+
+        return contextlib.nullcontext()
+
+
+def test_a_burst_the_host_left_gaps_in_is_dropped_and_the_bursts_replay_a_graph():
+    """Trials held by a class's floor never show the host behind, so its hold is not
+    raised; back to back it cannot keep up (100 us to launch a 40 us call). The first
+    burst, launched call by call, had gaps: it is dropped and the bursts replay a graph."""
+    from harness.energy import energy_bursts
+
+    plan = Plan(**FAST, energy_s=0.004, energy_bursts=3)
+    gpu = FakeGpu()
+    runner = Runner(gpu, [_slow_host_kernel(gpu, 100e-6, 40e-6)], plan)
+    bursts = energy_bursts(runner, plan, _EnergySampler(), 40e-6, time.perf_counter)
+    assert runner.rep_hold_s == 0 and len(bursts) == 3 and gpu.graphs == 3
+    assert all(b["by_graph"] and b["device_s"] / b["calls"] == pytest.approx(40e-6, rel=1e-6)
+               for b in bursts)
+    assert bursts[0]["dropped_gapped_s_per_call"] > 2 * 40e-6  # the host's pace, not the GPU's
+
+    gpu = FakeGpu()  # a host that keeps up: launched call by call, nothing dropped
+    runner = Runner(gpu, [_slow_host_kernel(gpu, 10e-6, 40e-6)], plan)
+    bursts = energy_bursts(runner, plan, _EnergySampler(), 40e-6, time.perf_counter)
+    assert len(bursts) == 3 and gpu.graphs == 0
+    assert not any(b["by_graph"] or b["dropped_gapped_s_per_call"] for b in bursts)

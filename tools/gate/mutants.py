@@ -197,6 +197,15 @@ MUTANTS: tuple[Mutant, ...] = (
        "the bandwidth class's blocks measured with the op's output where the allocator "
        "puts it (0.5% a block)"),
     # ---- the measurement's regime: the warm-up's early end, the hold floor
+    _m("gapped-burst-kept", "harness/energy.py",
+       "and runner.device.supports_graphs and per_call_s > BURST_GAP_RATIO * call_s)",
+       "and False)", ("tests/test_host_hold.py",),
+       "a burst the host left idle gaps in counted as the calls' energy (Triton RMSNorm "
+       "1.5-1.6x its call, outputs placed)"),
+    _m("gapped-burst-not-graphed", "harness/reps.py",
+       "if (self.rep_hold_s or self.graph_bursts) and dev.supports_graphs:",
+       "if self.rep_hold_s and dev.supports_graphs:", ("tests/test_host_hold.py",),
+       "the burst after a gapped one launched call by call again, its gaps kept"),
     _m("hold-floor-ignored", "harness/reps.py",
        "return max(self.rep_hold_s, self.plan.rep_hold_min_s)", "return self.rep_hold_s",
        ("tests/test_host_hold.py",),
