@@ -65,3 +65,17 @@ def test_the_short_kernel_experiment_pins_a_graph_that_ends_where_it_begins() ->
         pinned = {s["plan"]["max_graph_calls"] for s in exp["slots"]
                   if "max_graph_calls" in s.get("plan", {})}
         assert len(pinned) == 1 and sets > 1 and pinned.pop() % sets == 0, (exp["name"], sets)
+
+
+def test_the_kv_a_norm_experiment_places_its_workers_as_the_history_does() -> None:
+    """Its question is the history's two levels: every worker is placed as an asv run
+    places the case (benchmarks/_suites.py ``placement_plan``), eight workers a dtype."""
+    from benchmarks._suites import case_name, placement_plan
+
+    path = next(p for p in EXPERIMENTS if p.name == "kv-a-norm-levels.json")
+    for exp in _experiments(path):
+        spec = exp["spec"]
+        name = case_name("bench_rmsnorm.RmsnormTime.track_time",
+                         [spec["case"], spec["dtype"], spec["backend"]])
+        assert len(exp["slots"]) == 8
+        assert all(slot["plan"] == placement_plan(name) for slot in exp["slots"])
