@@ -143,3 +143,23 @@ def test_a_run_cut_off_before_its_results_file_is_read_from_its_records(tmp_path
     (records / "bench_rmsnorm.RmsnormTime.track_time" / "cut.json").write_text('{"kind": ')
     assert runspread.main([str(records), str(second)]) == 2
     assert "cut.json: not a record" in capsys.readouterr().err
+
+
+def test_a_commit_run_twice_compares_its_first_run_with_its_last(tmp_path: Path,
+                                                                  capsys) -> None:
+    """One records folder holds both runs of a commit run again: each case measured
+    twice gives last over first; a case measured once (the rerun cut off) is left out
+    rather than read as an exact match."""
+    records = tmp_path / "abcd1234-env"
+    for i, (case, first_us, last_us) in enumerate([("a", 8.73, 8.34), ("b", 70.0, 70.07)]):
+        write_record(records, f"{case}-1", [first_us * 1e-6], 0.02, 10.0 + i, case=case,
+                     mode="graph")
+        write_record(records, f"{case}-2", [last_us * 1e-6], 0.02, 100.0 + i, case=case,
+                     mode="graph")
+    write_record(records, "once", [5e-6], 0.01, 50.0, case="once", mode="graph")
+    assert runspread.main([str(records)]) == 0
+    out = capsys.readouterr().out
+    assert "| bench_rmsnorm | 2 |" in out and f"{NORM}('a', 'bf16', 'triton'): x0.9553" in out
+    assert "| graph | 2 | 2.28% | 4.47% | 1 | 1 |" in out  # the mean of 4.47% and 0.10%
+    assert runspread.main([str(tmp_path / "none.json")]) == 2
+    assert "with one argument, give a records folder" in capsys.readouterr().err

@@ -13,7 +13,9 @@ the figure that says whether a faster suite still gives the same history (docs/p
 An asv step cut off by its limit keeps no results file, only the harness's records
 (.asv/records/M/abcd1234-ENV, one per measurement): either argument may be such a folder.
 A record gives what asv would have reported: the median of its samples, and its energy per
-call; where a case was measured twice, the later record.
+call; where a case was measured twice, the later record. A commit run twice keeps both
+runs' records in one folder: given alone, that folder's cases measured twice are
+compared, first record against last.
 
 Then, per class (the gate's, thresholds.json) and measure (time, energy per call): the
 median |ratio - 1| is the class's run-to-run spread as history-thresholds.json holds it,
@@ -41,13 +43,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 TIMED = ".track_time("
 ENERGY = ".track_energy("
+LATEST, FIRST_RUN, LAST_RUN = "latest", "first", "last"  # which record of a case: ``_pick``
 
 
-def values(path: Path, kind: str = TIMED) -> dict[str, float]:
+def values(path: Path, kind: str = TIMED, which: str = LATEST) -> dict[str, float]:
     """Case name -> the value asv reports, for the cases of ``kind`` (timed, or energy
-    per call: ``ENERGY``) that ran; ``path`` an asv results file or a records folder."""
+    per call: ``ENERGY``) that ran; ``path`` an asv results file or a records folder (of
+    which ``which`` record of a case: ``_pick``)."""
     if path.is_dir():
-        return record_values(path, kind)
+        return record_values(path, kind, which)
     _, cases = read_results_file(path)
     return {name: float(block.value) for name, block in cases.items()
             if kind in name and block.status == "ok" and block.value}
@@ -72,22 +76,22 @@ def time_records(folder: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         yield name, record
 
 
-def record_values(folder: Path, kind: str = TIMED) -> dict[str, float]:
+def record_values(folder: Path, kind: str = TIMED, which: str = LATEST) -> dict[str, float]:
     """``values`` from the time records under ``folder``, named as asv names the cases."""
     if kind == ENERGY:
-        got = {name.replace("Time.track_time(", "Energy.track_energy("): value
-               for name, value in _latest(folder, lambda r: r.get("energy_per_call_j")).items()}
+        got = {name.replace("Time.track_time(", "Energy.track_energy("): value for name, value
+               in _pick(folder, lambda r: r.get("energy_per_call_j"), which).items()}
     else:
-        got = _latest(folder, _median_sample)
+        got = _pick(folder, _median_sample, which)
     if not got and not any(folder.rglob("*.json")):  # only where nothing was read
         raise ResultsFileError(folder, "no records")
     return {name: float(value) for name, value in got.items()}
 
 
-def record_methods(folder: Path) -> dict[str, str]:
-    """Case name -> how its latest record was timed (``graph`` or ``events``)."""
+def record_methods(folder: Path, which: str = LATEST) -> dict[str, str]:
+    """Case name -> how its ``which`` record was timed (``graph`` or ``events``)."""
     return {name: str(mode) for name, mode in
-            _latest(folder, lambda r: (r.get("measurement") or {}).get("mode")).items()}
+            _pick(folder, lambda r: (r.get("measurement") or {}).get("mode"), which).items()}
 
 
 def _median_sample(record: dict[str, Any]) -> float | None:
@@ -95,16 +99,22 @@ def _median_sample(record: dict[str, Any]) -> float | None:
     return statistics.median(samples) if samples else None
 
 
-def _latest(folder: Path, pick: Callable[[dict[str, Any]], Any]) -> dict[str, Any]:
-    """Case name -> ``pick(record)`` of its latest time record for which it is set (a case
-    measured twice: the later one)."""
-    latest: dict[str, tuple[float, Any]] = {}
+def _pick(folder: Path, pick: Callable[[dict[str, Any]], Any], which: str = LATEST
+          ) -> dict[str, Any]:
+    """Case name -> ``pick(record)`` of one of its time records for which it is set: the
+    latest (``LATEST``; a case measured twice: the later one), or of the cases measured
+    at least twice, the first (``FIRST_RUN``) or the last (``LAST_RUN``): a commit run again
+    keeps both runs' records in its folder."""
+    by_case: dict[str, list[tuple[float, Any]]] = {}
     for name, record in time_records(folder):
         value = pick(record)
-        at = float(record.get("recorded_at") or 0.0)
-        if value and (name not in latest or at >= latest[name][0]):
-            latest[name] = (at, value)
-    return {name: value for name, (_, value) in sorted(latest.items())}
+        if value:
+            by_case.setdefault(name, []).append((float(record.get("recorded_at") or 0.0), value))
+    if which == LATEST:
+        return {name: max(rs, key=lambda r: r[0])[1] for name, rs in sorted(by_case.items())}
+    first = which == FIRST_RUN
+    return {name: (min if first else max)(rs, key=lambda r: r[0])[1]
+            for name, rs in sorted(by_case.items()) if len(rs) > 1}
 
 
 def method_table(by_case: dict[str, float], first: dict[str, str], second: dict[str, str],
@@ -183,26 +193,35 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("first", type=Path,
                         help="the first run's asv results file, or its records folder")
-    parser.add_argument("second", type=Path, help="the second run's, same code")
+    parser.add_argument("second", type=Path, nargs="?",
+                        help="the second run's, same code; left out, the first is a records "
+                             "folder of a commit run twice, and its cases measured twice are "
+                             "compared, first run against last")
     parser.add_argument("--flag", type=float, default=0.01,
                         help="list the cases whose ratio is further than this from 1")
     args = parser.parse_args(argv)
+    if args.second is None and not args.first.is_dir():
+        print(f"runspread: {args.first}: with one argument, give a records folder "
+              "(.asv/records/<machine>/<commit>-<env>) of a commit run twice", file=sys.stderr)
+        return 2
+    runs = ([(args.first, LATEST), (args.second, LATEST)] if args.second
+            else [(args.first, FIRST_RUN), (args.first, LAST_RUN)])
     try:
-        by_case = ratios(values(args.first), values(args.second))
-        energy = ratios(values(args.first, ENERGY), values(args.second, ENERGY))
+        by_case = ratios(*(values(path, TIMED, which) for path, which in runs))
+        energy = ratios(*(values(path, ENERGY, which) for path, which in runs))
     except ResultsFileError as err:
         print(f"runspread: {err}", file=sys.stderr)
         return 2
     if not by_case:
-        print(f"runspread: no timed case ran in both {args.first} and {args.second}",
-              file=sys.stderr)
+        print(f"runspread: no timed case ran in both {args.first} and "
+              f"{args.second or 'again in it'}", file=sys.stderr)
         return 2
     print(table(by_case, args.flag))
     print("\nPer class, time and energy per call (history-thresholds.json's spread):\n")
     print(class_table(by_case | energy))
-    if args.first.is_dir() and args.second.is_dir():
+    if all(path.is_dir() for path, _ in runs):
         print("\nBy timing method (graph replay under 20 us, else events), time:\n")
-        print(method_table(by_case, record_methods(args.first), record_methods(args.second),
+        print(method_table(by_case, *(record_methods(path, which) for path, which in runs),
                            args.flag))
     return 0
 
