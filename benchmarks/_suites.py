@@ -68,8 +68,8 @@ def placement_plan(name: str, thresholds: Path = THRESHOLDS) -> dict[str, Any]:
     One asv run measures every case in one worker process, whose buffers lie where its
     allocations put them: graph-replayed bandwidth kernels of 7-9 us then read up to
     1.65% apart (sd) between workers, and 16 copies from an arena with placed outputs
-    brought that to 0.05% (LayerNorm vit-h14 bf16 TileLang; H200, 2026-12-04,
-    docs/journal/2026-12-04.md "Evening of 2026-12-04")."""
+    brought that to 0.05% (LayerNorm vit-h14 bf16 TileLang; H200 vm-nvidia-h200-a32a728f,
+    2026-12-04, docs/journal/2026-12-04.md "Evening of 2026-12-04")."""
     raw = json.loads(thresholds.read_text())
     klass = _class_of(name, raw)
     if not klass or not klass.get("level_by_placement"):

@@ -19,8 +19,8 @@ ENERGY_POLL_S = 0.002  # the counter's update instants to ~2 ms during the burst
 # bursts replay a graph (``Runner.graph_bursts``). Bursts without gaps read 0.98-0.99x the
 # trials' call (TileLang and Triton LayerNorm, unplaced); with their outputs placed, Triton
 # RMSNorm llama3-8b read 1.5-1.6x and two Triton SwiGLUs 1.10x while their trials, held
-# 150 us a rep, never showed the host behind (H200s, 2026-12-04, docs/journal/2026-12-04.md
-# "Evening of 2026-12-04").
+# 150 us a rep, never showed the host behind (H200s vm-nvidia-h200-a32a728f and -84eaee71,
+# 2026-12-04, docs/journal/2026-12-04.md "Evening of 2026-12-04").
 BURST_GAP_RATIO = 1.05
 
 

@@ -110,11 +110,14 @@ def _pick(folder: Path, pick: Callable[[dict[str, Any]], Any], which: str = LATE
         value = pick(record)
         if value:
             by_case.setdefault(name, []).append((float(record.get("recorded_at") or 0.0), value))
-    if which == LATEST:
-        return {name: max(rs, key=lambda r: r[0])[1] for name, rs in sorted(by_case.items())}
-    first = which == FIRST_RUN
-    return {name: (min if first else max)(rs, key=lambda r: r[0])[1]
-            for name, rs in sorted(by_case.items()) if len(rs) > 1}
+    picked: dict[str, Any] = {}
+    for name, found in sorted(by_case.items()):
+        found.sort(key=lambda r: r[0])  # stable: of two records at one instant, the later read
+        if which == LATEST:
+            picked[name] = found[-1][1]
+        elif len(found) > 1:
+            picked[name] = found[0 if which == FIRST_RUN else -1][1]
+    return picked
 
 
 def method_table(by_case: dict[str, float], first: dict[str, str], second: dict[str, str],
