@@ -159,6 +159,38 @@ def test_ctrl_c_during_asv_run(tmp_path: Path) -> None:
     assert sorted(str(r["params"]) for r in _records(tmp_path)) == ["{'case': 'first'}", "{}"]
 
 
+def test_sigterm_during_asv_run_stops_the_workers(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGTERM to the process group (what ``timeout``, a CI cancel or a device call's limit
+    sends) while a benchmark's worker is warm: the tool stops it before exiting, as at a
+    run's end. On an H200 (2026-12-04) a cut asv step left its worker holding 31 GiB, and
+    the next step's workers ran out of GPU memory."""
+    before = _seed(tmp_path)
+    workers = Path(tempfile.mkdtemp(prefix="kperf-ft-"))  # short: a socket path < 108 bytes
+    monkeypatch.setenv("KPERF_WORKER_DIR", str(workers))
+    monkeypatch.delenv("KPERF_WORKER_IDLE_S", raising=False)
+    proc = _bench(tmp_path, run="sleep", worker="1")
+    pid = None
+    try:
+        _wait_ready(proc, tmp_path)
+        pid = int((tmp_path / "worker.pid").read_text().split()[0])
+        assert _running(pid)
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + signal.SIGTERM, out + err
+        assert "cut off by SIGTERM" in err, err
+        assert not _running(pid), "a cut run's measurement worker outlived tools.history.bench"
+        assert _leftover_tmp(tmp_path) == [], "SIGTERM left the HASHFILE behind"
+        assert not (tmp_path / "html").exists(), "published after a cut run"
+        after = _digests(tmp_path)
+        assert {k: after[k] for k in before} == before
+        assert sorted(str(r["params"]) for r in _records(tmp_path)) == ["{'case': 'first'}", "{}"]
+    finally:
+        if pid is not None and _running(pid):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(workers)
+
+
 def test_asv_killed_under_the_tool(tmp_path: Path) -> None:
     """SIGKILL of asv underneath: the tool reports the failure, publishes nothing, keeps
     what asv recorded before it died, removes its hash file."""

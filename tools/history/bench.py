@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import subprocess
 import sys
@@ -32,6 +33,19 @@ from tools.history.asvrun import CPU_SUITES, REPO, asv_env, run_and_publish, wri
 from tools.machine import has_gpu
 
 BASELINE = "torch"  # the backend every op's baseline is (kernels.op.OpDef.baseline)
+
+
+class Terminated(BaseException):
+    """SIGTERM (``timeout``, a CI cancel, a device call's limit) raised in the main thread,
+    so that the run's ``with`` blocks end as on Ctrl-C: its workers stopped, its hash file
+    removed. Python's own SIGTERM ends the process without them, and a cut run's worker
+    then held 31 GiB of an H200 for its idle time, failing the next step's allocations
+    (2026-12-04, docs/journal/2026-12-04.md "Night of 2026-12-04")."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
+    raise Terminated
 
 
 def commits(range_spec: str | None) -> list[str]:
@@ -78,15 +92,27 @@ def main(argv: list[str] | None = None) -> int:
 
     shas = commits(args.range)
     started, started_at = time.monotonic(), time.time()
-    # the run's measurement workers in a folder of its own, stopped when it ends
-    with write_hashfile(shas) as hashfile, run_workers() as workers:
-        env["KPERF_WORKER_DIR"] = str(workers)
-        run_args = ["run", "--machine", info["machine"], "--record-samples", "--show-stderr",
-                    f"HASHFILE:{hashfile}"]
-        for regex in benches:
-            run_args += ["-b", regex]
-        code = run_and_publish(run_args, env, REPO, [], REPO / "html",
-                               REPO / ".asv" / "records", publish=not args.no_publish)
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        # the run's measurement workers in a folder of its own, stopped when it ends
+        with write_hashfile(shas) as hashfile, run_workers() as workers:
+            env["KPERF_WORKER_DIR"] = str(workers)
+            run_args = ["run", "--machine", info["machine"], "--record-samples",
+                        "--show-stderr", f"HASHFILE:{hashfile}"]
+            for regex in benches:
+                run_args += ["-b", regex]
+            code = run_and_publish(run_args, env, REPO, [], REPO / "html",
+                                   REPO / ".asv" / "records", publish=not args.no_publish)
+    except Terminated:
+        print("kperf: cut off by SIGTERM: the run's measurement workers stopped; nothing "
+              "published; what it measured is in .asv/records (asv keeps no results of a "
+              "cut run)", file=sys.stderr)
+        measured = trials_summary(REPO / ".asv" / "records", since=started_at)
+        if measured:
+            print(measured, file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(summary(REPO / ".asv" / "results" / info["machine"], shas,
                   time.monotonic() - started, since=started_at, regexes=benches,
                   kernels=args.kernels))
