@@ -99,6 +99,19 @@ def test_a_heavy_tail_raises_the_threshold_to_tail_factor_times_the_largest(
 
 
 H200_HISTORY = REPO / "tests" / "data" / "h200-history-2026-12-03.json"
+H200_PLACED = REPO / "tests" / "data" / "h200-history-2026-12-04-placed.json"
+
+
+def _decode_time(series: str) -> bool:
+    """A decode-class time series. Measured before the history placed the class's buffers
+    (8d8612c), its level followed where a process's inputs lay (a decode16 Triton GEMM
+    moved +2.85% in the 2026-12-03 A/A); its threshold (2%) comes from placed runs
+    (H200_PLACED), and placed suites have a new asv version, so an unplaced series is not
+    continued on a site to meet that threshold."""
+    from tools.history.series import series_class
+
+    klass, energy = series_class(series, Thresholds.load(REPO / "thresholds.json"))
+    return klass.name == "decode" and not energy
 
 
 def _flagged(pairs: list[dict], table: dict) -> list[bool]:
@@ -117,7 +130,7 @@ def test_the_h200_history_flags_the_changed_kernels_and_no_unchanged_one() -> No
     change of rule or file, while a fresh history is the check out of sample."""
     data = json.loads(H200_HISTORY.read_text())
     table = asvio.load_project_conf(REPO / "asv.conf.json")["regressions_thresholds"]
-    pairs = data["history"] + data["aa"]
+    pairs = [p for p in data["history"] + data["aa"] if not _decode_time(p["series"])]
     flagged = dict(zip(map(id, pairs), _flagged(pairs, table), strict=True))
     assert [p["series"] for p in pairs if not p["code_changed"] and flagged[id(p)]] == []
     clear = [p for p in data["history"] if p["code_changed"] and p["second"] / p["first"] > 1.08]
@@ -151,6 +164,26 @@ def test_a_fresh_h200_history_flags_its_changed_kernels_and_no_unchanged_one() -
     energy = {p["series"]: p["second"] / p["first"] for p in pairs}
     missed = "bench_gemm.GemmEnergy.track_energy('square-8192', 'fp16', 'tilelang')"
     assert 1.09 < energy[missed] < 1 + asvio.asv_threshold(table, missed)
+
+
+def test_placed_h200_aas_flag_no_series() -> None:
+    """Three A/A pairs of H200 runs with the bandwidth and decode cases placed
+    (tests/data/h200-history-2026-12-04-placed.json): under asv.conf.json no series rises
+    past its threshold, in time or energy. The compute thresholds and the bandwidth time
+    threshold were chosen on earlier runs, so for those this is out of sample; the decode
+    class's 2% (5.5% from unplaced runs) holds its largest placed move (1.14%) with the
+    tail factor's margin."""
+    pairs = json.loads(H200_PLACED.read_text())["aa"]
+    assert {p["pair"] for p in pairs} == {"row ops", "softmax and FP8 GEMM", "GEMM"}
+    assert len(pairs) == 220
+    table = asvio.load_project_conf(REPO / "asv.conf.json")["regressions_thresholds"]
+    flagged = [p["series"] for p, f in zip(pairs, _flagged(pairs, table), strict=True) if f]
+    assert flagged == []
+    decode_time = [p for p in pairs if _decode_time(p["series"])]
+    assert len(decode_time) == 10
+    assert all(asvio.asv_threshold(table, p["series"]) == 0.02 for p in decode_time)
+    worst = max(abs(p["second"] / p["first"] - 1.0) for p in decode_time)
+    assert 0.011 < worst < 0.02 / ht.History.load(REPO / "history-thresholds.json").tail_factor
 
 
 @pytest.mark.parametrize(("change", "field", "message"), [
