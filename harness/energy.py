@@ -49,7 +49,7 @@ def energy_bursts(runner: Runner, plan: Plan, sampler: Sampler, call_s: float,
 
 
 def _gapped(runner: Runner, per_call_s: float, call_s: float) -> bool:
-    """A burst launched call by call, the first, whose calls took over BURST_GAP_RATIO
+    """A burst launched call by call (no burst dropped yet) whose calls took over BURST_GAP_RATIO
     times the trials' call, on a device whose graphs could take the gaps out."""
     return (not runner.last_burst_by_graph and not runner.graph_bursts
             and runner.device.supports_graphs and per_call_s > BURST_GAP_RATIO * call_s)

@@ -283,6 +283,44 @@ def test_a_step_between_two_timing_methods_says_so() -> None:
         assert "method" not in step_of(*same).text, same
 
 
+def test_a_step_whose_energy_bursts_ran_differently_says_so() -> None:
+    """An energy step whose bursts replayed a graph on one side and were launched call by
+    call on the other (the host fell behind in one run's trials and not the other's): the
+    line says part of the energy change is the method's. Records that do not say, bursts
+    that ran alike, or a side whose records mix both add nothing against a mixed side."""
+    from tools.gate.config import Thresholds
+    from tools.site import steps
+
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    name = "bench_gemm.GemmEnergy.track_energy('square-4096', 'fp16', 'tilelang')"
+    graph = "graphs/arch-x86_64/branch-main/machine-m1/bench_gemm.GemmEnergy.track_energy.json"
+    regressions = {"regressions": [[name, graph, {}, 0, 0.0655, 0.0605,
+                                    [[1, 2, 0.0605, 0.0655]]]]}
+    th = Thresholds.load(REPO / "thresholds.json")
+
+    def step_of(before: list | None, after: list | None) -> steps.Step:
+        recs = [_capped(b, 1400.0, energy_j=0.0605), _capped(c, 1400.0, energy_j=0.0655)]
+        for rec, by_graph in zip(recs, (before, after), strict=True):
+            if by_graph is not None:
+                rec["measurement"]["energy_burst"] = {
+                    "per_burst": [{"by_graph": g} for g in by_graph]}
+        history = steps.History(_step_files([2.0e-4, 2.0e-4, 2.0e-4]), {}, recs,
+                                {a: 0, b: 1, c: 2})
+        (found,) = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1"], history, th)
+        return found
+
+    flipped = step_of([False] * 3, [True] * 3)
+    assert (flipped.before.burst_method, flipped.after.burst_method) == ("calls", "graph")
+    assert flipped.text.endswith(
+        "energy +8.3%, clock 1400 → 1400 MHz, 690 → 690 W of 700: the clock held, not a clock "
+        "effect; energy bursts launched call by call before, replayed as a graph after: part "
+        "of the energy change is the method's")
+    assert "bursts some replayed" in step_of([True, False, True], [True] * 3).text
+    for alike in (([True] * 3, [True] * 3), (None, [True] * 3), (None, None),
+                  ([True, False], [False, True])):
+        assert "bursts" not in step_of(*alike).text, alike
+
+
 def test_steps_and_their_causes_are_escaped() -> None:
     from tools.site import steps
 

@@ -49,6 +49,9 @@ class Side:
     # how its records timed the kernel: "graph" (replay of many calls) or "events" (one
     # call between events after an L2 flush); "mixed" where they differ, None: unknown
     method: str | None = None
+    # how its energy bursts ran: "graph" (replayed), "calls" (launched call by call),
+    # "mixed"; None where its records do not say (before 2026-12-04)
+    burst_method: str | None = None
     point_id: str = ""  # its rows on the telemetry page
 
 
@@ -190,7 +193,17 @@ def _fill_side(side: Side, recs: list[dict[str, Any]], label: str) -> list[Block
     side.power_limit_w = min(limits) if limits else None
     side.throttle_bits = or_bits(b.throttle_bits for b in blocks)
     side.method = one_method((r.get("measurement") or {}).get("mode") for r in recs)
+    side.burst_method = burst_method(recs)
     return blocks
+
+
+def burst_method(recs: Sequence[dict[str, Any]]) -> str | None:
+    """How the records' energy bursts ran (``harness/energy.py``): all replayed as a graph,
+    all launched call by call, or mixed; None where no burst says."""
+    bursts = [b for r in recs
+              for b in ((r.get("measurement") or {}).get("energy_burst") or {}).get("per_burst")
+              or [] if isinstance(b, dict) and isinstance(b.get("by_graph"), bool)]
+    return one_method("graph" if b["by_graph"] else "calls" for b in bursts)
 
 
 def _block(rec: dict[str, Any], side: str, index: int) -> Block:
@@ -253,7 +266,8 @@ def summary(step: Step) -> str:
         line = f"{head}: the clock held, not a clock effect"
     else:
         line = f"{head}: cause unknown ({step.why})"
-    return line + method_change(b.method, a.method)
+    burst = burst_change(b.burst_method, a.burst_method) if step.energy_ratio is not None else ""
+    return line + method_change(b.method, a.method) + burst
 
 
 def method_change(before: str | None, after: str | None) -> str:
@@ -264,6 +278,23 @@ def method_change(before: str | None, after: str | None) -> str:
     if not before or not after or before == after:
         return ""
     return "; " + method_note(before, after, ("before", "after"), "step")
+
+
+BURST_NAMES = {"graph": "replayed as a graph", "calls": "launched call by call",
+               "mixed": "some replayed as a graph, some call by call"}
+
+
+def burst_change(before: str | None, after: str | None) -> str:
+    """A note where the two sides' energy bursts ran differently. A burst replays a graph
+    where the host fell behind in the trials or in a burst (``Runner.burst``), which can
+    differ between two runs of one kernel: the decode16 Triton GEMM's bursts ran call by
+    call at one commit and as a graph at the next, their energy per call 9.67% apart with
+    no change of code (H200 vm-nvidia-h200-0b7c2346, 2026-12-04, docs/journal/2026-12-04.md
+    "Night of 2026-12-04")."""
+    if not before or not after or before == after:
+        return ""
+    return (f"; energy bursts {BURST_NAMES.get(before, before)} before, "
+            f"{BURST_NAMES.get(after, after)} after: part of the energy change is the method's")
 
 
 def read_regressions(html_dir: Path, notes: data.Notes) -> tuple[dict[str, Any], dict[str, str]]:
