@@ -36,6 +36,7 @@ def energy_bursts(runner: Runner, plan: Plan, sampler: Sampler, call_s: float,
     gapped_s: float | None = None  # a dropped burst's seconds per call
     with sampler.polling_every(ENERGY_POLL_S):
         while len(bursts) < plan.energy_bursts:
+            runner.burst_graph()  # any capture before the window (``Runner.burst_graph``)
             t0 = clock()
             device_s, done = runner.burst(calls)
             t1 = clock()

@@ -46,6 +46,8 @@ class Runner:
         self.last_sets: list[int] = []  # events mode: each rep's input set, last time_reps
         self.graph_bursts = False  # a burst launched call by call had gaps (harness/energy.py)
         self.last_burst_by_graph = False  # the last ``burst`` replayed a graph
+        self._burst_graph: tuple[Callable[[], None], int] | None = None  # (replay, calls)
+        self._burst_graph_refused = False  # a call could not be captured
 
     def _call(self) -> None:
         self.calls[self._next % len(self.calls)]()
@@ -108,23 +110,34 @@ class Runner:
         dev.synchronize()
         return start.elapsed_time(end) * 1e-3
 
-    def burst(self, calls: int) -> tuple[float, int]:
-        """(device seconds, calls run) of about ``calls`` calls back to back, with no flush
-        in between (whole reps or graphs of them). By graph replay when the host cannot
-        launch the calls as fast as the GPU runs them (its hold was raised in the trials, or
-        a burst launched call by call had gaps, ``graph_bursts``): idle gaps would count as
-        the calls' time and energy. A call that cannot be captured is launched one by one."""
-        dev = self.device
-        rep, per = self._rep, self.calls_per_rep
-        self.last_burst_by_graph = self.mode == "graph"
-        if (self.rep_hold_s or self.graph_bursts) and dev.supports_graphs:
+    def burst_graph(self) -> tuple[Callable[[], None], int] | None:
+        """(replay, calls in it) of the graph the bursts replay when the host cannot launch
+        the calls as fast as the GPU runs them (its hold was raised in the trials, or a
+        burst launched call by call had gaps, ``graph_bursts``); None where they launch
+        call by call, also where a call cannot be captured. Captured once a measurement:
+        ``harness/energy.py`` asks for it before a burst's window, since the GPU idles
+        while the host captures and the window's power would count that idle time."""
+        if not (self.rep_hold_s or self.graph_bursts) or not self.device.supports_graphs:
+            return None
+        if self._burst_graph is None and not self._burst_graph_refused:
             graph_calls = int(min(self.plan.max_graph_calls, max(
                 10, self.plan.graph_rep_s / max(self.gpu_rep_s or 0.0, 1e-9))))
             try:
-                rep = dev.capture([self.calls[i % len(self.calls)] for i in range(graph_calls)])
-                per, self.last_burst_by_graph = graph_calls, True
+                self._burst_graph = (self.device.capture(
+                    [self.calls[i % len(self.calls)] for i in range(graph_calls)]), graph_calls)
             except RuntimeError:
-                pass
+                self._burst_graph_refused = True
+        return self._burst_graph
+
+    def burst(self, calls: int) -> tuple[float, int]:
+        """(device seconds, calls run) of about ``calls`` calls back to back, with no flush
+        in between: whole reps, or replays of ``burst_graph`` where there is one (idle gaps
+        between calls the host launched too slowly would count as the calls' time and
+        energy)."""
+        dev = self.device
+        graph = self.burst_graph()
+        rep, per = graph or (self._rep, self.calls_per_rep)
+        self.last_burst_by_graph = graph is not None or self.mode == "graph"
         start, end = dev.event(), dev.event()
         dev.hold(self.plan.lead_hold_s)
         start.record()

@@ -311,18 +311,25 @@ def test_the_energy_burst_of_a_slow_host_replays_a_graph():
     runner.hold_for_host()
     assert runner.rep_hold_s > 0
     graphs = gpu.graphs
-    seconds, calls = runner.burst(200)
-    assert seconds / calls == pytest.approx(40e-6, rel=1e-6) and 100 <= calls <= 200
+    for _ in range(2):  # captured once, replayed by every burst
+        seconds, calls = runner.burst(200)
+        assert seconds / calls == pytest.approx(40e-6, rel=1e-6) and 100 <= calls <= 200
     assert gpu.graphs == graphs + 1
-    def refuse(calls):
-        raise RuntimeError("operation not permitted when stream is capturing")
-
-    gpu.capture = refuse  # a call that cannot be captured: launched one by one
-    seconds, calls = runner.burst(200)
-    assert calls == 200 and seconds / calls > 90e-6
     runner.rep_hold_s = 0.0  # launched one by one, the host's 100 us a call shows
     seconds, calls = runner.burst(200)
     assert calls == 200 and seconds / calls > 90e-6
+
+    def refuse(calls):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    gpu = FakeGpu()
+    runner = Runner(gpu, [_slow_host_kernel(gpu, 100e-6, 40e-6)], Plan(**FAST))
+    runner.time_reps(50)
+    runner.hold_for_host()
+    gpu.capture = refuse  # a call that cannot be captured: launched one by one
+    for _ in range(2):
+        seconds, calls = runner.burst(200)
+        assert calls == 200 and seconds / calls > 90e-6 and not runner.last_burst_by_graph
 
 
 def test_a_hold_never_shrinks_within_a_measurement() -> None:
@@ -359,11 +366,21 @@ def test_a_burst_the_host_left_gaps_in_is_dropped_and_the_bursts_replay_a_graph(
     plan = Plan(**FAST, energy_s=0.004, energy_bursts=3)
     gpu = FakeGpu()
     runner = Runner(gpu, [_slow_host_kernel(gpu, 100e-6, 40e-6)], plan)
+    captured_at: list[float] = []
+    capture = gpu.capture
+
+    def timed_capture(calls):
+        captured_at.append(time.perf_counter())
+        return capture(calls)
+
+    gpu.capture = timed_capture
     bursts = energy_bursts(runner, plan, _EnergySampler(), 40e-6, time.perf_counter)
-    assert runner.rep_hold_s == 0 and len(bursts) == 3 and gpu.graphs == 3
+    assert runner.rep_hold_s == 0 and len(bursts) == 3 and gpu.graphs == 1
     assert all(b["by_graph"] and b["device_s"] / b["calls"] == pytest.approx(40e-6, rel=1e-6)
                for b in bursts)
     assert bursts[0]["dropped_gapped_s_per_call"] > 2 * 40e-6  # the host's pace, not the GPU's
+    # the GPU idles while the host captures: outside every burst's window of power readings
+    assert len(captured_at) == 1 and captured_at[0] < bursts[0]["t0"]
 
     gpu = FakeGpu()  # a host that keeps up: launched call by call, nothing dropped
     runner = Runner(gpu, [_slow_host_kernel(gpu, 10e-6, 40e-6)], plan)

@@ -203,8 +203,8 @@ MUTANTS: tuple[Mutant, ...] = (
        "a burst the host left idle gaps in counted as the calls' energy (Triton RMSNorm "
        "1.5-1.6x its call, outputs placed)"),
     _m("gapped-burst-not-graphed", "harness/reps.py",
-       "if (self.rep_hold_s or self.graph_bursts) and dev.supports_graphs:",
-       "if self.rep_hold_s and dev.supports_graphs:", ("tests/test_host_hold.py",),
+       "if not (self.rep_hold_s or self.graph_bursts) or not self.device.supports_graphs:",
+       "if not self.rep_hold_s or not self.device.supports_graphs:", ("tests/test_host_hold.py",),
        "the burst after a gapped one launched call by call again, its gaps kept"),
     _m("hold-floor-ignored", "harness/reps.py",
        "return max(self.rep_hold_s, self.plan.rep_hold_min_s)", "return self.rep_hold_s",
