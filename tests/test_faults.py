@@ -163,8 +163,8 @@ def test_sigterm_during_asv_run_stops_the_workers(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGTERM to the process group (what ``timeout``, a CI cancel or a device call's limit
     sends) while a benchmark's worker is warm: the tool stops it before exiting, as at a
-    run's end. On an H200 (2026-12-04) a cut asv step left its worker holding 31 GiB, and
-    the next step's workers ran out of GPU memory."""
+    run's end. On an H200 (vm-nvidia-h200-f42b2886, 2026-12-04) a cut asv step left its
+    worker holding 31 GiB, and the next step's workers ran out of GPU memory."""
     before = _seed(tmp_path)
     workers = Path(tempfile.mkdtemp(prefix="kperf-ft-"))  # short: a socket path < 108 bytes
     monkeypatch.setenv("KPERF_WORKER_DIR", str(workers))

@@ -40,7 +40,7 @@ class Terminated(BaseException):
     so that the run's ``with`` blocks end as on Ctrl-C: its workers stopped, its hash file
     removed. Python's own SIGTERM ends the process without them, and a cut run's worker
     then held 31 GiB of an H200 for its idle time, failing the next step's allocations
-    (2026-12-04, docs/journal/2026-12-04.md "Night of 2026-12-04")."""
+    (vm-nvidia-h200-f42b2886, 2026-12-04, docs/journal/2026-12-04.md "Night of 2026-12-04")."""
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
