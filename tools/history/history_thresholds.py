@@ -1,10 +1,15 @@
 """The history's regression thresholds (asv.conf.json ``regressions_thresholds``), made from
 one source: which class a series is in (thresholds.json, the gate's rules) and each
-class's run-to-run spread (history-thresholds.json).
+class's run-to-run spread, computed from the A/A data in the repository (the files
+history-thresholds.json's ``data`` names; tools/history/aadata.py) and written into
+history-thresholds.json with what it came from.
 
     python -m tools.history.history_thresholds            # the block and the per-class table
-    python -m tools.history.history_thresholds --write  # rewrite asv.conf.json, docs/site.md
-    python -m tools.history.history_thresholds --check    # exit 1 if either is stale
+    python -m tools.history.history_thresholds --write  # rewrite history-thresholds.json,
+                                                        # asv.conf.json, docs/site.md
+    python -m tools.history.history_thresholds --check    # exit 1 if any of them is stale
+    python -m tools.history.history_thresholds --from-data tests/data/A.json ... --write
+                                                        # the figures from other data files
 
 asv publish flags a step where a series' level rises by more than its threshold. asv
 matches every regex of ``regressions_thresholds`` against ``name(param, ...)@branch`` from
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from tools.config import ConfigError
 from tools.gate.config import Thresholds
+from tools.history import aadata
 from tools.history.series import (
     Entry,
     Series,
@@ -67,20 +73,24 @@ def detection(threshold: float, sd: float, commits: int, step: float, draws: int
 
 
 def simulation_table(history: History, gate: Thresholds, klass: str = "bandwidth",
-                     draws: int = 200) -> str:
-    """asv's detection of steps of 1.2, 2 and 3 thresholds, and of no step, in histories
-    of a class's run-to-run noise (a run's sd from its spread: median |ratio - 1| of two
-    runs is 0.954 sd)."""
-    threshold = history.threshold(gate.classes[klass], "time")
-    sd = history.spreads[(klass, "time")].value / 0.954
-    steps = (1.2, 2.0, 3.0)
-    found = " | ".join(f"step {k:g} x threshold: found" for k in steps)
+                     draws: int = 200, sizes: Sequence[float] = ()) -> str:
+    """asv's detection of steps of 1.2, 2 and 3 thresholds (and of each of ``sizes``, as
+    fractions), and of no step, in histories of a class's run-to-run noise (a run's sd from
+    its spread: median |ratio - 1| of two runs is 0.954 sd). ``klass``: CLASS or
+    CLASS.MEASURE (time by default)."""
+    name, _, measure = klass.partition(".")
+    measure = measure or "time"
+    threshold = history.threshold(gate.classes[name], measure)
+    sd = history.spreads[(name, measure)].value / 0.954
+    steps = [(f"step {k:g} x threshold", k * threshold) for k in (1.2, 2.0, 3.0)]
+    steps += [(f"step {100 * s:g}%", s) for s in sizes]
+    found = " | ".join(f"{label}: found" for label, _ in steps)
     rows = [f"| commits | unchanged: flagged | {found} |", "|---" * (2 + len(steps)) + "|"]
     for n in (2, 6, 10, 20):
         rates = [detection(threshold, sd, n, 0.0, draws)] + [
-            detection(threshold, sd, n, k * threshold, draws) for k in steps]
+            detection(threshold, sd, n, size, draws) for _, size in steps]
         rows.append(f"| {n} | " + " | ".join(f"{100 * r:.0f}%" for r in rates) + " |")
-    return (f"{klass} time: threshold {100 * threshold:g}%, a run's sd "
+    return (f"{name} {measure}: threshold {100 * threshold:g}%, a run's sd "
             f"{100 * sd:.2f}%, {draws} draws each\n\n" + "\n".join(rows))
 
 
@@ -91,8 +101,10 @@ def conf_block(entries: Sequence[Entry], history: History, indent: str = "    ")
     lines = [
         f"// {BEGIN}",
         "// asv publish flags a step where a series' level moves by more than its threshold:",
-        f"// {history.factor:g} x its class's run-to-run spread (history-thresholds.json), "
-        "never below",
+        f"// {history.factor:g} x its class's run-to-run spread, or {history.tail_factor:g} x "
+        "its largest A/A move either way",
+        "// where more (history-thresholds.json, computed from the A/A data it names), never "
+        "below",
         "// the gate's min_ratio (thresholds.json, whose rules give each series its class).",
         "// asv takes the largest threshold whose regex matches, so each series matches one.",
         '"regressions_thresholds": {']
@@ -132,7 +144,11 @@ def markdown(series: Sequence[Series], history: History, gate: Thresholds) -> st
                     f"{_pct(e)}, `--factor {1 + e:g}` |")
     sources = [f"- **{c} {m}**: " + (f"spread {_pct(s.value)}: " if s.value else "")
                + s.source for (c, m), s in history.spreads.items()]
-    return "\n".join([*rows, "", *sources]) + "\n"
+    own = [f"- **{s.name}** ({s.klass} {s.measure}, two levels): {_pct(s.threshold)}, "
+           f"{history.tail_factor:g} x its largest A/A move either way "
+           f"({_pct(history.two_level[s.name])}; history-thresholds.json `two_level`)"
+           for s in series if s.own]
+    return "\n".join([*rows, "", *own, *([""] if own else []), *sources]) + "\n"
 
 
 def doc_block(text: str) -> str:
@@ -152,11 +168,20 @@ class Generated:
     entries: list[Entry]
     conf_text: str  # asv.conf.json as it should read
     doc_text: str  # docs/site.md as it should read
+    history_text: str = ""  # history-thresholds.json as the data gives it
 
 
-def generate(repo: Path = REPO) -> Generated:
+def generate(repo: Path = REPO, data: Sequence[str] | None = None) -> Generated:
+    """Every generated file as it should read: history-thresholds.json's figures computed
+    from ``data`` (default: the files it names), then the thresholds they give."""
     gate = Thresholds.load(repo / "thresholds.json")
-    history = History.load(repo / "history-thresholds.json")
+    path = repo / "history-thresholds.json"
+    raw = History.load_raw(path)
+    files = list(data) if data else list(raw.get("data", {}))
+    if not files:
+        raise ConfigError(path, "names no A/A data file (\"data\"): run with --from-data")
+    raw = aadata.computed(repo, raw, files, gate)
+    history = History.from_raw(path, raw)
     series = series_of(discover(repo / "benchmarks"), gate, history)
     entries = entries_of(series)
     wrong = check_entries(entries, series)
@@ -166,13 +191,16 @@ def generate(repo: Path = REPO) -> Generated:
     conf_text = _replace(repo / "asv.conf.json", CONF_BLOCK, conf_block(entries, history))
     doc_text = _replace(repo / "docs" / "site.md", DOC_BLOCK,
                         doc_block(markdown(series, history, gate)))
-    return Generated(series, entries, conf_text, doc_text)
+    return Generated(series, entries, conf_text, doc_text, aadata.text(raw))
+
+
+def _targets(repo: Path, gen: Generated) -> list[tuple[Path, str]]:
+    return [(repo / "history-thresholds.json", gen.history_text),
+            (repo / "asv.conf.json", gen.conf_text), (repo / "docs" / "site.md", gen.doc_text)]
 
 
 def stale(repo: Path, gen: Generated) -> list[str]:
-    return [str(path) for path, text in ((repo / "asv.conf.json", gen.conf_text),
-                                         (repo / "docs" / "site.md", gen.doc_text))
-            if path.read_text() != text]
+    return [str(path) for path, text in _targets(repo, gen) if path.read_text() != text]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,26 +208,34 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true",
-                      help="rewrite the generated blocks of asv.conf.json and docs/site.md")
+                      help="rewrite history-thresholds.json's figures and the generated "
+                           "blocks of asv.conf.json and docs/site.md")
     mode.add_argument("--check", action="store_true",
-                      help="exit 1 if asv.conf.json or docs/site.md is stale")
-    mode.add_argument("--simulate", metavar="CLASS", nargs="?", const="bandwidth",
+                      help="exit 1 if history-thresholds.json, asv.conf.json or docs/site.md "
+                           "is stale")
+    mode.add_argument("--simulate", metavar="CLASS[.MEASURE]", nargs="?", const="bandwidth",
                       help="how often asv's step detection flags steps of a class's size "
-                           "in histories of its noise (default: bandwidth)")
+                           "in histories of its noise (default: bandwidth, time)")
+    parser.add_argument("--sizes", metavar="PCT", type=float, nargs="+", default=[],
+                        help="with --simulate: steps of these sizes too (percent)")
+    parser.add_argument("--from-data", metavar="FILE", nargs="+",
+                        help="A/A data files (relative to the repository) to compute the "
+                             "figures from, instead of those history-thresholds.json names")
     args = parser.parse_args(argv)
     if args.simulate:
         print(simulation_table(History.load(REPO / "history-thresholds.json"),
-                               Thresholds.load(REPO / "thresholds.json"), args.simulate))
+                               Thresholds.load(REPO / "thresholds.json"), args.simulate,
+                               sizes=[s / 100 for s in args.sizes]))
         return 0
     try:
-        gen = generate(REPO)
+        gen = generate(REPO, args.from_data)
     except (ConfigError, ValueError, RuntimeError) as err:
         print(f"history_thresholds: {err}", file=sys.stderr)
         return 2
     old = stale(REPO, gen)
     if args.write:
-        (REPO / "asv.conf.json").write_text(gen.conf_text)
-        (REPO / "docs" / "site.md").write_text(gen.doc_text)
+        for path, text in _targets(REPO, gen):
+            path.write_text(text)
         print(f"written: {', '.join(old) or 'nothing changed'}")
         return 0
     if args.check:

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,13 @@ class Series:
     params: tuple[str, ...]  # asv's repr of each parameter value
     klass: str
     measure: str  # "time" | "energy" | "" (a figure of a class without a history spread)
-    threshold: float
+    threshold: float  # what asv gives it
+    class_threshold: float = -1.0  # its class's (-1: the same as ``threshold``)
+
+    @property
+    def own(self) -> bool:
+        """Its threshold is its own (a series of two levels), not its class's."""
+        return self.class_threshold >= 0 and self.threshold != self.class_threshold
 
     @property
     def name(self) -> str:
@@ -66,7 +72,9 @@ def series_of(benchmarks: Sequence[dict[str, Any]], gate: Thresholds,
         combos = list(itertools.product(*bench["params"])) if bench["params"] else [()]
         for combo in combos:
             klass, measure = _class_of(name, tuple(combo), gate, history)
+            series = f"{name}({', '.join(combo)})" if combo else name
             out.append(Series(name, tuple(combo), klass.name, measure,
+                              history.series_threshold(series, klass, measure),
                               history.threshold(klass, measure)))
     return out
 
@@ -107,14 +115,19 @@ def _esc(text: str) -> str:
 
 
 def _label(group: Sequence[Series]) -> str:
-    counts = Counter(f"{s.klass} {s.measure}".strip() for s in group)
+    counts = Counter(f"{s.klass} {s.measure}".strip() + (", two levels" if s.own else "")
+                     for s in group)
     return ", ".join(f"{what}: {n} series" for what, n in sorted(counts.items()))
 
 
 def entries_of(series: Sequence[Series]) -> list[Entry]:
     """One regex per group of series sharing a threshold, so that each series matches one
     entry: whole benchmarks of one method and threshold together; a benchmark whose
-    cases differ (decode-sized cases of a GEMM) split by its first parameter."""
+    cases differ (decode-sized cases of a GEMM) split by its first parameter. A series of
+    two levels matches its class's entry and one of its own with its larger threshold
+    (asv takes the largest)."""
+    own = [s for s in series if s.own]
+    series = [replace(s, threshold=s.class_threshold) if s.own else s for s in series]
     by_bench: dict[str, list[Series]] = defaultdict(list)
     for s in series:
         by_bench[s.benchmark].append(s)
@@ -128,6 +141,7 @@ def entries_of(series: Sequence[Series]) -> list[Entry]:
             out += _split_by_case(bench, group)
     for (method, threshold), group in whole.items():
         out.append(Entry(_whole_regex(method, group, series), threshold, _label(group)))
+    out += [Entry(f"^{_esc(s.name)}(?:@|$)", s.threshold, _label([s])) for s in own]
     order = {"time": 0, "energy": 1, "": 2}
     return sorted(out, key=lambda e: (order[_measure_of(e, series)], e.threshold, e.regex))
 

@@ -4,7 +4,7 @@ it was measured or whose figure it borrows, and the history threshold it gives."
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,33 @@ class History:
     step: float
     spreads: dict[tuple[str, str], Spread]  # (class, measure) -> its spread
     tail_factor: float = 0.0  # the threshold is at least this times a spread's ``largest``
+    # a series of two levels (``two_level``) -> its own largest |move| (both ways)
+    two_level: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: Path = HISTORY_FILE) -> History:
-        raw = load_json(path, "history-thresholds")
+        return cls.from_raw(path, load_json(path, "history-thresholds"))
+
+    @staticmethod
+    def load_raw(path: Path = HISTORY_FILE) -> dict[str, Any]:
+        return load_json(path, "history-thresholds")
+
+    @classmethod
+    def from_raw(cls, path: Path, raw: dict[str, Any]) -> History:
+        two = {s: float(e["largest"]) for s, e in raw.get("two_level", {}).items()
+               if "largest" in e}
         return cls(path, float(raw["factor"]), float(raw["step"]),
-                   _resolve(path, raw["classes"]), float(raw.get("tail_factor", 0.0)))
+                   _resolve(path, raw["classes"]), float(raw.get("tail_factor", 0.0)), two)
+
+    def series_threshold(self, series: str, klass: KernelClass, measure: str) -> float:
+        """A series' threshold: its class's, or for a series of two levels ``tail_factor``
+        x its own largest move where that is more (rounded up to ``step``)."""
+        own = self.two_level.get(series)
+        base = self.threshold(klass, measure)
+        if own is None or klass.exact:
+            return base
+        return max(base, round(math.ceil(round(self.tail_factor * own / self.step, 9))
+                               * self.step, 9))
 
     def threshold(self, klass: KernelClass, measure: str) -> float:
         """``factor`` x spread, or ``tail_factor`` x its largest where that is given and

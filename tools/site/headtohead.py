@@ -68,6 +68,9 @@ class Cell:
     # backend of the row was measured behind none, or the other way round
     rep_hold_s: float | None = None
     regimes_differ: bool = False
+    # per trend commit, the hold its point was timed behind (as ``rep_hold_s``; None: no
+    # record says): the held and unheld times of the trend are the page's figure of the hold
+    trend_hold: list[float | None] = field(default_factory=list)
     point_id: str = ""
     n_records: int = 0
     timed_at: str = ""  # the earlier commit the baseline was timed at, when not at this one
@@ -228,6 +231,10 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
             cell.trend = [
                 (tp[ptext].value if ptext in tp and tp[ptext].status == "ok" else None)
                 for tp in trend_points]
+            cell.trend_hold = [
+                _hold(by_key.get(data.point_key(machine, rf.commit, bench, tp[ptext].params),
+                                 [])) if ptext in tp else None
+                for rf, tp in zip(trend_files, trend_points, strict=True)]
             if p.status == "failed":
                 cell.reason = reasons.get(key, FAILED_REASON)
             elif p.status == "skipped":
@@ -256,9 +263,7 @@ def _table(machine: str, bench: str, latest: data.ResultFile, history: list[data
 
 def _mark_regimes(cells: list[Cell]) -> None:
     """Flags a row whose backends were measured some behind a hold and some without: a
-    kernel's time moves with the hold (a 70 us RMSNorm read 1.4% faster behind 150 us than
-    unheld on H200 GPU-fd64c0f9, 2026-12-04, docs/journal/2026-12-04.md, "Late morning of
-    2026-12-04")."""
+    kernel's time moves with the hold (docs/site.md, 'Head to head')."""
     known = [c for c in cells if c.status == "ok" and c.rep_hold_s is not None]
     held = {c.rep_hold_s > 0 for c in known}
     for c in known:
@@ -277,6 +282,25 @@ def _timed_earlier(history: list[data.ResultFile], bench: str, benchmarks: dict[
     return out
 
 
+def _hold(recs: list[dict[str, Any]]) -> float | None:
+    """The longest hold before a rep over a point's records (None: none records it)."""
+    holds = [h for r in recs
+             if (h := _finite((r.get("measurement") or {}).get("rep_hold_s"))) is not None]
+    return max(holds) if holds else None
+
+
+def hold_effect(cell: Cell) -> tuple[float, int, int] | None:
+    """(median held time / median unheld time - 1, held commits, unheld commits) over the
+    cell's trend, where it has both; None where it has not."""
+    known = [(v, h) for v, h in zip(cell.trend, cell.trend_hold, strict=False)
+             if v is not None and h is not None]
+    held = [v for v, h in known if h > 0]
+    unheld = [v for v, h in known if h == 0]
+    if not held or not unheld:
+        return None
+    return statistics.median(held) / statistics.median(unheld) - 1.0, len(held), len(unheld)
+
+
 def _fill_from_records(cell: Cell, recs: list[dict[str, Any]], dtype: str,
                        compute_roofs: dict[str, Roof], bw_roof: Roof) -> None:
     if not recs:
@@ -291,9 +315,7 @@ def _fill_from_records(cell: Cell, recs: list[dict[str, Any]], dtype: str,
         clocks += [v for w in windows if isinstance(w, dict)
                    and (v := _finite(w.get("sm_clock_mhz_median"))) is not None]
     cell.sm_mhz = statistics.median(clocks) if clocks else None
-    holds = [h for r in recs
-             if (h := _finite((r.get("measurement") or {}).get("rep_hold_s"))) is not None]
-    cell.rep_hold_s = max(holds) if holds else None
+    cell.rep_hold_s = _hold(recs)
     fracs = []
     croof = compute_roofs.get(dtype)
     if cell.tflops is not None and croof and croof.value:

@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from tools.site import data
-from tools.site.headtohead import BASELINE, TREND_COMMITS, Cell, MachineView, OpTable
+from tools.site.headtohead import (
+    BASELINE,
+    TREND_COMMITS,
+    Cell,
+    MachineView,
+    OpTable,
+    hold_effect,
+)
 from tools.site.pages import (
     commit_link,
     data_attr,
@@ -35,6 +42,20 @@ def _why(text: str) -> str:
     return f'<span class="muted" title="{esc(text)}">—</span>' if text else "—"
 
 
+def _hold_effect_text(c: Cell) -> str:
+    """What this series' own trend says of the hold: its held commits' median time against
+    its unheld commits' (tools/site/headtohead.py ``hold_effect``)."""
+    effect = hold_effect(c)
+    if effect is None:
+        return ("Its trend on this machine has no held and unheld commits both, so no "
+                "figure of how far the hold moves its time")
+    ratio, held, unheld = effect
+    way = "slower" if ratio > 0 else "faster"
+    return (f"Over its last {len(c.trend)} commits on this machine (the trend), its "
+            f"{held} held commit(s) read {100 * abs(ratio):.1f}% {way} than its {unheld} "
+            "unheld one(s) (medians; the kernel may differ between commits)")
+
+
 def held_mark(c: Cell) -> str:
     """A mark beside the time of a point whose reps waited behind a hold (its host fell
     behind the GPU); empty where they did not or it is not recorded."""
@@ -42,8 +63,7 @@ def held_mark(c: Cell) -> str:
         return ""
     title = (f"its host fell behind the GPU, so each timed rep waited behind a "
              f"{c.rep_hold_s * 1e6:.0f} µs hold (harness/reps.py); a kernel's time moves with "
-             f"such a hold: a 70 µs RMSNorm read 1.4% faster behind 150 µs than unheld (H200 "
-             f"GPU-fd64c0f9, 2026-12-04, docs/journal/2026-12-04.md)")
+             f"such a hold. {_hold_effect_text(c)}")
     if c.regimes_differ:
         title += ". Another backend of this case ran without one: the two times are not " \
                  "from one regime"
