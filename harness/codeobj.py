@@ -6,8 +6,9 @@ static LDS and the work-group size; from its symbol table the code size; from it
 disassembly (``llvm-objdump -d``) an instruction mix. Occupancy is computed here, by one
 rule for both languages, counting the LDS a launch asks for at run time as well as the
 static LDS (LLVM's own occupancy figure sees only the static part, and TileLang's and
-Triton's kernels take all their LDS dynamically). The limits are CDNA3's, as LLVM's AMDGPU
-back end models them (docs/amd.md, "Occupancy").
+Triton's kernels take all their LDS dynamically), for the work-group size of the launch. The
+rules are LLVM 19's for gfx942, checked against clang-19's own figures on real code objects
+(docs/amd.md, "Occupancy"; tests/test_codeobj_llvm.py).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ SIMDS_PER_CU = 4
 MAX_WAVES_PER_SIMD = 8
 VGPRS_PER_SIMD_LANE = 512  # architectural + accumulation, one file on gfx90a / gfx942
 VGPR_GRANULE = 8
-SGPRS_PER_SIMD = 800
-SGPR_GRANULE = 16
+# LLVM's table for VI..GFX9, not a division of a register file: (most SGPRs, waves)
+SGPR_WAVES = ((80, 10), (88, 9), (100, 8))
+SGPR_WAVES_OVER = 7
 LDS_PER_CU = 64 * 1024
-MAX_BARRIERS_PER_CU = 16  # work-groups of more than one wave each hold a barrier
+MAX_THREADS_PER_GROUP = 1024
+CANNOT_LAUNCH = "cannot launch"
 
 _METADATA_KEYS = ("name", "vgpr_count", "agpr_count", "sgpr_count", "vgpr_spill_count",
                   "sgpr_spill_count", "group_segment_fixed_size", "private_segment_fixed_size",
@@ -120,25 +123,31 @@ def instruction_mix(disassembly: str) -> dict[str, int]:
 _SYNC = {"s_waitcnt": "wait", "s_barrier": "barrier"}
 
 
-def _align(value: int, granule: int) -> int:
-    return max(granule, math.ceil(value / granule) * granule)
-
-
 def occupancy(vgprs: int, sgprs: int, lds_bytes: int, threads: int) -> tuple[int, str]:
-    """(waves per SIMD, what limits it): the least of what the VGPRs, the SGPRs, the LDS
-    (static + dynamic, per work-group), the work-group slots and the wave slots allow;
-    ties name each limit."""
+    """(waves per SIMD, what limits it) for work-groups of ``threads`` that each take
+    ``lds_bytes`` of LDS (static + dynamic): the least of what the VGPRs, the SGPRs, the
+    LDS, the work-group slots and the wave slots allow; ties name each limit. A work-group
+    that cannot be resident at all gives 0 and says why, ending "cannot launch"."""
+    if threads < 1:
+        raise ValueError(f"threads per work-group must be at least 1, not {threads}")
+    if threads > MAX_THREADS_PER_GROUP:
+        return 0, f"over {MAX_THREADS_PER_GROUP} threads a work-group: {CANNOT_LAUNCH}"
+    if lds_bytes > LDS_PER_CU:
+        return 0, f"LDS over 64 KiB a work-group ({lds_bytes} bytes): {CANNOT_LAUNCH}"
     waves_per_group = math.ceil(threads / WAVE_SIZE)
-    max_waves_per_cu = MAX_WAVES_PER_SIMD * SIMDS_PER_CU
-    group_slots = max_waves_per_cu if waves_per_group == 1 else \
-        min(max_waves_per_cu // waves_per_group, MAX_BARRIERS_PER_CU)
+    # LLVM also holds groups of 2 waves or more to 16 a CU (one barrier each): with 32
+    # wave slots a CU that never binds on gfx942
+    group_slots = MAX_WAVES_PER_SIMD * SIMDS_PER_CU // waves_per_group
 
     def per_simd(groups: int) -> int:
-        return math.ceil(groups * waves_per_group / SIMDS_PER_CU)
+        return min(math.ceil(groups * waves_per_group / SIMDS_PER_CU), MAX_WAVES_PER_SIMD)
 
     limits = {
-        "VGPRs": VGPRS_PER_SIMD_LANE // _align(vgprs, VGPR_GRANULE),
-        "SGPRs": SGPRS_PER_SIMD // _align(sgprs, SGPR_GRANULE),
+        "VGPRs": MAX_WAVES_PER_SIMD if vgprs < VGPR_GRANULE else min(
+            MAX_WAVES_PER_SIMD,
+            max(1, VGPRS_PER_SIMD_LANE // (math.ceil(vgprs / VGPR_GRANULE) * VGPR_GRANULE))),
+        "SGPRs": min(MAX_WAVES_PER_SIMD, next(
+            (waves for most, waves in SGPR_WAVES if sgprs <= most), SGPR_WAVES_OVER)),
         "LDS": per_simd(LDS_PER_CU // lds_bytes) if lds_bytes else MAX_WAVES_PER_SIMD,
         "work-groups": per_simd(group_slots),
         "waves": MAX_WAVES_PER_SIMD,
@@ -157,25 +166,44 @@ def main_kernel(kernels: list[dict[str, int | str]]) -> dict[str, int | str]:
     return max(kernels, key=lambda k: int(k.get("vgpr_count", 0)))
 
 
-def figures(code_object: bytes, dynamic_lds_bytes: int = 0) -> dict[str, float | str]:
-    """Every figure a gfx942 code object gives, its instruction mix under ``isa.<kind>``."""
-    kernel = main_kernel(parse_kernel_metadata(_run_tool("llvm-readelf", ["--notes"], code_object)))
-    sizes = parse_symbol_sizes(_run_tool("llvm-readelf", ["-s", "--wide"], code_object))
-    disassembly = _run_tool("llvm-objdump", ["-d", "--mcpu=gfx942", "--no-show-raw-insn"],
-                            code_object)
+def kernel_figures(kernel: dict[str, int | str], dynamic_lds_bytes: int = 0,
+                   threads: int | None = None) -> dict[str, float | str]:
+    """A kernel's resources and occupancy, from its metadata entry (``parse_kernel_metadata``).
+
+    ``threads``: the launch's work-group size, where the caller knows it; else the kernel's
+    ``max_flat_workgroup_size`` (the most it may be launched with, which LLVM's own figure
+    assumes), and ``threads_from`` says which."""
+    if "max_flat_workgroup_size" not in kernel:
+        raise ValueError(f"{kernel.get('name')}: no .max_flat_workgroup_size in the metadata")
     vgprs, sgprs = int(kernel["vgpr_count"]), int(kernel["sgpr_count"])
     lds_static = int(kernel.get("group_segment_fixed_size", 0))
     lds_total = lds_static + dynamic_lds_bytes
-    threads = int(kernel.get("max_flat_workgroup_size", 256))
-    waves, limit = occupancy(vgprs, sgprs, lds_total, threads)
-    out: dict[str, float | str] = {
+    most = int(kernel["max_flat_workgroup_size"])
+    threads_from = "launch" if threads is not None else "max_flat_workgroup_size"
+    threads = most if threads is None else threads
+    if threads > most:
+        waves, limit = 0, f"{threads} threads over the kernel's maximum {most}: {CANNOT_LAUNCH}"
+    else:
+        waves, limit = occupancy(vgprs, sgprs, lds_total, threads)
+    return {
         "registers": vgprs, "agprs": int(kernel.get("agpr_count", 0)), "sgprs": sgprs,
         "scratch_bytes": int(kernel.get("private_segment_fixed_size", 0)),
         "vgpr_spills": int(kernel.get("vgpr_spill_count", 0)),
         "sgpr_spills": int(kernel.get("sgpr_spill_count", 0)),
         "lds_static_bytes": lds_static, "shared_bytes": lds_total, "threads": threads,
-        "occupancy": waves, "occupancy_limit": limit, "code_bytes": sum(sizes.values()),
+        "threads_from": threads_from, "occupancy": waves, "occupancy_limit": limit,
     }
+
+
+def figures(code_object: bytes, dynamic_lds_bytes: int = 0,
+            threads: int | None = None) -> dict[str, float | str]:
+    """Every figure a gfx942 code object gives (``kernel_figures`` of its main kernel, for
+    the launch's ``threads`` where known), its instruction mix under ``isa.<kind>``."""
+    kernel = main_kernel(parse_kernel_metadata(_run_tool("llvm-readelf", ["--notes"], code_object)))
+    sizes = parse_symbol_sizes(_run_tool("llvm-readelf", ["-s", "--wide"], code_object))
+    disassembly = _run_tool("llvm-objdump", ["-d", "--mcpu=gfx942", "--no-show-raw-insn"],
+                            code_object)
+    out = kernel_figures(kernel, dynamic_lds_bytes, threads)
+    out["code_bytes"] = sum(sizes.values())
     out.update({f"isa.{kind}": count for kind, count in instruction_mix(disassembly).items()})
     return out
-

@@ -180,7 +180,8 @@ def figures(artifacts: dict[str, Any], vendor: str) -> dict[str, float]:
 
         if "occupancy" in out:  # LLVM's, which sees only static LDS
             out["occupancy_llvm"] = out.pop("occupancy")
-        out.update(codeobj.figures(artifacts["hsaco"], dynamic_lds_bytes=shared or 0))
+        out.update(codeobj.figures(artifacts["hsaco"], dynamic_lds_bytes=shared or 0,
+                                   threads=artifacts.get("threads")))
         return _with_source(out, artifacts)
     if "cubin" in artifacts:
         out.update(parse_cubin(artifacts["cubin"]))

@@ -94,15 +94,6 @@ def test_occupancy_agrees_with_llvm_where_llvm_sees_all_the_lds(op_name, backend
     assert figures["occupancy"] <= llvm
 
 
-def test_occupancy_limits_name_the_binding_resource():
-    assert codeobj.occupancy(144, 24, 16384, 256) == (3, "VGPRs")
-    assert codeobj.occupancy(256, 26, 51200, 256) == (1, "LDS")  # TileLang attention
-    assert codeobj.occupancy(244, 34, 65536, 512) == (2, "VGPRs+LDS")  # Triton GEMM
-    assert codeobj.occupancy(36, 12, 1024, 256) == (8, "waves")
-    assert codeobj.occupancy(40, 120, 0, 64) == (6, "SGPRs")
-    assert codeobj.occupancy(24, 16, 0, 64 * 12) == (6, "work-groups")  # 2 groups of 12 waves
-
-
 def test_instruction_mix_counts_by_kind_and_width():
     text = "\n".join(["\tv_mfma_f32_16x16x16_f16 a[0:3], v[0:1], v[2:3], a[0:3]",
                       "\tglobal_load_dwordx4 v[0:3], v4, s[0:1]",
