@@ -90,7 +90,12 @@ def checked(path: Path) -> os.stat_result:
 def write_key(path: Path) -> None:
     """A new secret for a worker, in a file only this user can read; never through a link
     or over a file that is already there."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError as err:
+        raise UntrustedWorker(f"{path}: something is already where a new worker's key goes "
+                              f"(a file or a link); refused: a key is only ever written new"
+                              ) from err
     with os.fdopen(fd, "wb") as f:
         f.write(secrets.token_bytes(32))
 
@@ -98,16 +103,18 @@ def write_key(path: Path) -> None:
 def read_key(path: Path) -> bytes:
     """A worker's secret, from a file of this user's that only this user can read."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        # O_NONBLOCK: a FIFO in the key's place would hold the open until someone writes
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise UntrustedWorker(f"{path}: the worker's key is a symbolic link; refused") from err
         raise
+    st = os.fstat(fd)  # before fdopen, which refuses a folder with an error of its own
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        os.close(fd)
+        raise UntrustedWorker(f"{path}: the worker's key must be a file of this user's, "
+                              f"mode 0600; refused")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            raise UntrustedWorker(f"{path}: the worker's key must be a file of this user's, "
-                                  f"mode 0600; refused")
         return f.read()
 
 
