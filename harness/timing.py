@@ -33,6 +33,7 @@ from harness.energy import energy_bursts, energy_figures
 from harness.plan import Plan
 from harness.reps import Runner, trial_reps
 from harness.telemetry import NullSource, Sampler, Source, WindowStats
+from harness.telemetry.processes import ProcessWatch
 from harness.trials import median_rel_half_width, trials_stop
 from harness.warmup import warm_up
 
@@ -85,6 +86,10 @@ class Measurement:
     # interval's half-width over the median at the end (None: fewer than 2 trials).
     trials_stop: str = "fixed"
     median_rel_half_width: float | None = None
+    # The other processes on the GPU in the trials' windows (looked for before the first
+    # trial and after each; this process and its sibling workers left out), or why they
+    # could not be known: ``harness.telemetry.processes.ProcessWatch.summary``
+    gpu_processes: dict[str, Any] | None = None
 
     def asv_result(self) -> dict[str, Any]:
         """The shape asv parses as a timing: median, CI and Mann-Whitney over samples."""
@@ -131,9 +136,10 @@ def measure(
     estimate, host_rep_s, began = _choose_mode(runner, plan, clock)
     reps = trial_reps(estimate * runner.calls_per_rep + runner.hold_before_rep_s, plan)
 
+    watch = ProcessWatch(source)
     with Sampler(source, period_s=sampler_period_s) as sampler:
         warm = warm_up(runner, reps, plan, sampler, clock, began)
-        trials = _run_trials(runner, reps, plan, sampler, warm.at_cap, clock)
+        trials = _run_trials(runner, reps, plan, sampler, warm.at_cap, clock, watch)
         bursts = energy_bursts(runner, plan, sampler, statistics.median(trials.samples), clock)
         # readings trail the work by the source's lag: wait so the last window is filled
         if source.lag_s or bursts:
@@ -170,6 +176,7 @@ def measure(
         trials_stop=trials.stop,
         trials_retaken=trials.retaken,
         median_rel_half_width=median_rel_half_width(trials.samples),
+        gpu_processes=watch.summary(),
     )
 
 
@@ -209,11 +216,15 @@ def estimate_call_s(runner: Runner, plan: Plan) -> float:
 
 
 def _run_trials(runner: Runner, reps: int, plan: Plan, sampler: Sampler, at_cap: bool,
-                clock: Callable[[], float]) -> _Trials:
+                clock: Callable[[], float], watch: ProcessWatch | None = None) -> _Trials:
     """Trials of ``reps`` reps until ``trials_stop`` says "precise" or the plan's number
-    (``trials_at_cap`` where the warm-up ended at the power cap) is taken."""
+    (``trials_at_cap`` where the warm-up ended at the power cap) is taken. The GPU's other
+    processes are looked for before the first trial and after each kept one (``watch``),
+    outside the timed windows."""
     trials = plan.trials_at_cap if at_cap and plan.trials_at_cap else plan.trials
     out = _Trials(stop=trials_stop(plan, at_cap, []))
+    if watch is not None:
+        watch.begin()
     while len(out.samples) < trials and out.stop != "precise":
         t0 = clock()
         times = runner.time_reps(reps)
@@ -229,6 +240,8 @@ def _run_trials(runner: Runner, reps: int, plan: Plan, sampler: Sampler, at_cap:
         out.spans.append(t1 - t0)
         out.last = (t0, t1)
         out.stop = trials_stop(plan, at_cap, out.samples)
+        if watch is not None:
+            watch.trial_ended(len(out.samples) - 1)
     return out
 
 

@@ -29,6 +29,7 @@ from types import ModuleType
 from typing import Any
 
 from harness.telemetry.base import Reading
+from harness.telemetry.processes import Listed, ProcessesUnavailable
 
 # Not measured on hardware. The driver refreshes gpu_metrics at most every ~1 ms and
 # amdsmi reads it on demand, so the readings should trail the work by little more than
@@ -293,6 +294,23 @@ class AmdSmiSource:
             energy_j=self._energy(),
             power_limit_w=self._power_limit(),
         )
+
+    def processes(self) -> list[Listed]:
+        """``amdsmi_get_gpu_process_list``: pid, VRAM and GFX engine time (ns so far) of each
+        process on this GPU; ``ProcessesUnavailable`` where amdsmi refuses it."""
+        try:
+            listed = self._smi.amdsmi_get_gpu_process_list(self._handle)
+        except Exception as err:
+            raise ProcessesUnavailable(
+                f"amdsmi_get_gpu_process_list: {_describe(err)}") from None
+        out = []
+        for proc in listed:
+            memory, engines = proc.get("memory_usage") or {}, proc.get("engine_usage") or {}
+            vram = _number(memory.get("vram_mem"), U64_NA) or _number(proc.get("mem"), U64_NA)
+            busy = _number(engines.get("gfx"), U64_NA)
+            out.append(Listed(int(proc["pid"]), int(vram) if vram is not None else None, "gpu",
+                              int(busy) if busy is not None else None))
+        return out
 
     def identity(self) -> dict[str, Any]:
         """Stable facts about the GPU; keys starting with ``now_`` are a snapshot of its state."""

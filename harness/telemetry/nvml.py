@@ -12,6 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.telemetry.base import Reading
+from harness.telemetry.processes import Listed, ProcessesUnavailable, merge
+
+# NVML's process lists, by kind (harness/telemetry/processes.py); graphics and MPS lists a
+# device or a pynvml lacks are passed over, the compute list is required
+PROCESS_LISTS = (("compute", "nvmlDeviceGetComputeRunningProcesses"),
+                 ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
+                 ("mps", "nvmlDeviceGetMPSComputeRunningProcesses"))
 
 # NVML refreshes clocks and power about every 100 ms and trails the work by ~50 ms
 # (measured on an H200 on 2026-12-01, docs/facts.md); readings are shifted by this lag.
@@ -76,6 +83,28 @@ class NvmlSource:
             power_limit_w=limit,
         )
 
+    def processes(self) -> list[Listed]:
+        """The processes holding a context on this GPU (each list NVML has): pid and GPU
+        memory. ``ProcessesUnavailable`` where NVML cannot list its compute processes."""
+        n, h = self._nvml, self._handle
+        out: list[Listed] = []
+        for kind, name in PROCESS_LISTS:
+            call = getattr(n, name, None)
+            if f"processes_{kind}" in self._missing or call is None:
+                if kind == "compute":
+                    raise ProcessesUnavailable(f"NVML: {name} is not available here")
+                continue
+            try:
+                infos = call(h)
+            except n.NVMLError as err:
+                if kind == "compute":
+                    raise ProcessesUnavailable(f"NVML: {name}: {err}") from None
+                self._missing.add(f"processes_{kind}")
+                continue
+            out += [Listed(int(i.pid), _bytes(getattr(i, "usedGpuMemory", None)), kind)
+                    for i in infos]
+        return merge(out)
+
     def identity(self) -> dict[str, Any]:
         n, h = self._nvml, self._handle
 
@@ -103,3 +132,8 @@ class NvmlSource:
         with contextlib.suppress(Exception):
             self._nvml.nvmlShutdown()
 
+
+
+def _bytes(value: Any) -> int | None:
+    """NVML's used memory: bytes, or None (pynvml gives None where NVML has no figure)."""
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None

@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.telemetry.amd import AMD_LAG_S, visible_physical_index
 from harness.telemetry.base import Reading
+from harness.telemetry.processes import ProcessesUnavailable
 
 AMD_VENDOR = "0x1002"
 _LEVEL = re.compile(r"^\s*\S+:\s*(\d+)\s*mhz\b(.*)$", re.I)
@@ -201,6 +202,11 @@ class SysfsSource:
     @reason.setter
     def reason(self, text: str) -> None:
         self._reason = text
+
+    def processes(self) -> list[Any]:
+        """None to list: amdgpu's sysfs files have no per-process table (amdsmi has one)."""
+        raise ProcessesUnavailable("the sysfs backend has no process list (amdgpu's sysfs "
+                                   "files name no process; amdsmi's list does)")
 
     def _temperatures(self) -> dict[str, float]:
         out: dict[str, float] = {}

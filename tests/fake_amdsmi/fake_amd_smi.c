@@ -12,7 +12,9 @@
  *   perf_level 0, throttle_status 0, indep_throttle 0, energy_acc 1000000 (x 15.259 uJ),
  *   device_id 0x74a1, gfx 0x942, set_status 0 (nonzero: setters fail with it),
  *   set_ignored 0 (1: setters succeed but change nothing), ns_<what> 0 (1: NOT_SUPPORTED for
- *   <what> in clock, temp, metrics, energy, power, power_cap, activity, perf_level, uuid).
+ *   <what> in clock, temp, metrics, energy, power, power_cap, activity, perf_level, uuid,
+ *   process), nproc 0 (processes on the GPU; process I: procI_pid, procI_vram (bytes),
+ *   procI_gfx_ns (its GFX engine time so far), named from /proc/<pid>/comm as the library does).
  * $FAKE_AMDSMI_NAME overrides the market name.
  *
  * Struct layouts follow amdsmi 7.0.2's amdsmi_wrapper.py. fake_layout() reports the sizes and
@@ -24,7 +26,7 @@
 #include <string.h>
 
 #define API __attribute__((visibility("default")))
-enum { SUCCESS = 0, INVAL = 1, NOT_SUPPORTED = 2, NOT_INIT = 32 };
+enum { SUCCESS = 0, INVAL = 1, NOT_SUPPORTED = 2, OUT_OF_RESOURCES = 15, NOT_INIT = 32 };
 enum { MAX_GPUS = 16, CLK_GFX = 0, CLK_MEM = 4, PERF_AUTO = 0, PERF_MANUAL = 3, PERF_DETERMINISM = 8 };
 
 static long long state(const char *key, int gpu, long long fallback) {
@@ -114,6 +116,12 @@ typedef struct {
   char name[256], build_date[256], part_number[256], version[256]; uint64_t reserved[68];
 } vbios_info_t;
 typedef struct { uint32_t major, minor, release; const char *build; } version_t;
+typedef struct {
+  char name[256]; uint32_t pid; uint8_t pad[4]; uint64_t mem;
+  struct { uint64_t gfx, enc; uint32_t reserved[12]; } engine_usage;
+  struct { uint64_t gtt_mem, cpu_mem, vram_mem; uint32_t reserved[10]; } memory_usage;
+  char container_name[256]; uint32_t cu_occupancy; uint32_t reserved[11];
+} proc_info_t;
 
 /* amdsmi_gpu_metrics_t is 4.5 KB of mostly unused fields: written by offset */
 enum {
@@ -147,6 +155,13 @@ static const struct layout layouts[] = {
   {"amdsmi_vbios_info_t", sizeof(vbios_info_t)},
   {"amdsmi_vbios_info_t.version", offsetof(vbios_info_t, version)},
   {"amdsmi_version_t", sizeof(version_t)},
+  {"amdsmi_proc_info_t", sizeof(proc_info_t)},
+  {"amdsmi_proc_info_t.pid", offsetof(proc_info_t, pid)},
+  {"amdsmi_proc_info_t.mem", offsetof(proc_info_t, mem)},
+  {"amdsmi_proc_info_t.engine_usage", offsetof(proc_info_t, engine_usage)},
+  {"amdsmi_proc_info_t.memory_usage", offsetof(proc_info_t, memory_usage)},
+  {"amdsmi_proc_info_t.container_name", offsetof(proc_info_t, container_name)},
+  {"amdsmi_proc_info_t.cu_occupancy", offsetof(proc_info_t, cu_occupancy)},
   {"amdsmi_version_t.build", offsetof(version_t, build)},
   {"amdsmi_gpu_metrics_t", GM_SIZE},
   {"amdsmi_gpu_metrics_t.temperature_edge", GM_TEMP_EDGE},
@@ -392,6 +407,35 @@ API int amdsmi_get_gpu_metrics_info(void *handle, void *metrics) {
   PUT(uint32_t, GM_THROTTLE, state("throttle_status", gpu, 0));
   PUT(uint64_t, GM_INDEP_THROTTLE, state("indep_throttle", gpu, 0));
   return SUCCESS;
+}
+
+/* ---------------------------------------- processes ---------------------------------------- */
+/* *count in: the list's room; out: the processes. A NULL list asks for the count; a list too
+ * small is filled and answered OUT_OF_RESOURCES, as the real library does. */
+API int amdsmi_get_gpu_process_list(void *handle, uint32_t *count, proc_info_t *list) {
+  GPU_OR_RETURN(handle, "process");
+  if (!count) return INVAL;
+  long long n = state("nproc", gpu, 0);
+  uint32_t room = *count;
+  *count = n < 0 ? 0 : (uint32_t)n;
+  if (!list) return SUCCESS;
+  for (uint32_t i = 0; i < *count && i < room; i++) {
+    char key[32], path[64];
+    proc_info_t *p = &list[i];
+    memset(p, 0, sizeof *p);
+    snprintf(key, sizeof key, "proc%u_pid", i); p->pid = (uint32_t)state(key, gpu, 0);
+    snprintf(key, sizeof key, "proc%u_vram", i);
+    p->memory_usage.vram_mem = p->mem = (uint64_t)state(key, gpu, 0);
+    snprintf(key, sizeof key, "proc%u_gfx_ns", i); p->engine_usage.gfx = (uint64_t)state(key, gpu, 0);
+    p->cu_occupancy = 0xFFFFFFFFu;
+    snprintf(path, sizeof path, "/proc/%u/comm", p->pid);
+    FILE *f = fopen(path, "r");
+    if (f) {
+      if (fgets(p->name, sizeof p->name, f)) p->name[strcspn(p->name, "\n")] = 0;
+      fclose(f);
+    }
+  }
+  return *count > room ? OUT_OF_RESOURCES : SUCCESS;
 }
 
 /* ------------------------------------ performance level ------------------------------------ */

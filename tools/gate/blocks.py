@@ -126,7 +126,7 @@ def block_of(result: dict[str, Any], side: str, round_: int, confirm: bool,
                  reps_queued=list(m.get("reps_queued", [])),
                  input_set_medians_s=list(m.get("input_set_medians_s", [])),
                  rep_hold_s=m.get("rep_hold_s"), trials_retaken=m.get("trials_retaken"),
-                 method=m.get("mode"))
+                 method=m.get("mode"), processes=(m.get("gpu_processes") or {}).get("others"))
 
 
 def failed_block(side: str, round_: int, err: Exception, confirm: bool = False,

@@ -1,14 +1,18 @@
-"""Disturbed blocks: a block whose trials disagree far more than its case's other blocks',
-or one whose host fell behind the GPU, caught something besides the code, and its round is
-measured again (tools/gate/measure.py; docs/gate.md, "A disturbed round is measured
-again"). Pure functions over blocks."""
+"""Disturbed blocks: a block during which another process used the GPU, one whose trials
+disagree far more than its case's other blocks', or one whose host fell behind the GPU,
+caught something besides the code, and its round is measured again (tools/gate/measure.py;
+docs/gate.md, "A disturbed round is measured again", "Other processes on the GPU"). A case
+whose rounds stay shared with another process gets no verdict from them
+(``judge_shared``). Pure functions over blocks."""
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from tools.gate.model import Block
+from harness.telemetry.processes import spans, who
+from tools.gate.model import Block, CaseData, Verdict
 
 
 def usual_spread(blocks: Sequence[Block]) -> float | None:
@@ -47,10 +51,13 @@ def host_behind(block: Block) -> float:
 def disturbance(history: Sequence[Block], latest: int, factor: float, floor: float,
                 behind_share: float = 0.0) -> str:
     """Why the ``latest`` blocks of a case's ``history`` (its round just measured) are to
-    be measured again: the host fell behind the GPU in at least ``behind_share`` of a
-    block's trials, or one of them is ``disturbed`` next to all the case's other blocks
-    ('' if neither)."""
+    be measured again: another process used the GPU during one of them, the host fell
+    behind the GPU in at least ``behind_share`` of a block's trials, or one of them is
+    ``disturbed`` next to all the case's other blocks ('' if none)."""
     earlier, mine = list(history[:-latest]), list(history[-latest:])
+    for block in mine:
+        if others(block):
+            return f"{who(others(block))} used the GPU during the {block.side} block"
     for block in mine:
         share = host_behind(block)
         if behind_share > 0 and share >= behind_share:
@@ -61,3 +68,80 @@ def disturbance(history: Sequence[Block], latest: int, factor: float, floor: flo
             return (f"the {block.side} block's trials spread {block.spread():.2%}, "
                     f"the case's usual {usual:.2%}")
     return ""
+
+
+# --------------------------------------------------------------------------- other processes
+
+
+def others(block: Block) -> list[dict[str, Any]]:
+    """The other processes that used the GPU during a block (harness/telemetry/processes.py;
+    [] for none, or not known: a backend without a process list, blocks of before)."""
+    return [e for e in block.processes or [] if isinstance(e, dict) and "pid" in e]
+
+
+def seen_processes(blocks: Iterable[Block]) -> list[dict[str, Any]]:
+    """Each other process seen in any of ``blocks``: pid, name, the most GPU memory it held
+    (used_mb), the rounds and the number of blocks it was seen in."""
+    out: dict[int, dict[str, Any]] = {}
+    for block in blocks:
+        for e in others(block):
+            seen = out.setdefault(e["pid"], {"pid": e["pid"], "name": None, "used_mb": None,
+                                             "rounds": [], "blocks": 0})
+            seen["name"] = seen["name"] or e.get("name")
+            seen["blocks"] += 1
+            if block.round not in seen["rounds"]:
+                seen["rounds"] = sorted([*seen["rounds"], block.round])
+            used = e.get("used_mb")
+            if isinstance(used, int | float) and (seen["used_mb"] or 0) < used:
+                seen["used_mb"] = used
+    return [out[pid] for pid in sorted(out)]
+
+
+def processes_text(seen: Sequence[dict[str, Any]]) -> str:
+    """``another process (pid 1234, python) used the GPU in rounds 3-5``."""
+    rounds = {r for e in seen for r in e["rounds"]}
+    return f"{who(seen)} used the GPU in round{'s' if len(rounds) > 1 else ''} {spans(rounds)}"
+
+
+def judge_shared(v: Verdict, data: CaseData) -> Verdict:
+    """No verdict from a round shared with another process. A round one of whose blocks
+    another process used the GPU during is measured again (``disturbance``); the verdict
+    uses the second try. Where a round the verdict uses is still shared (the process
+    stayed), the case ends INCONCLUSIVE naming the process, whatever its rounds say, and
+    a clock gap is no longer put down to the environment alone (``attribution``
+    "process"). Where every such round was measured again without it, the verdict stands
+    and its reason names the process. ``v.processes`` (gate.json) lists each one."""
+    seen = seen_processes(b for b in data.blocks if b.status == "ok")
+    if not seen:
+        return v
+    v.processes = seen
+    text = processes_text(seen)
+    used = data.pairs()[:v.rounds] + data.pairs(confirm=True)
+    still = [pair for pair in used if others(pair[0]) or others(pair[1])]
+    if not still or v.broke:
+        again = "" if v.broke else "; measured again without it"
+        v.reason = "; ".join(r for r in (v.reason, text + again) if r)
+        return v
+    rounds = spans(b.round for b, _ in still)
+    retried = all(b.retry or h.retry for b, h in still)
+    stayed = (f"round{'s' if len(still) > 1 else ''} {rounds} measured again "
+              f"with it still there" if retried else f"round{'s' if len(still) > 1 else ''} "
+              f"{rounds} shared with it")
+    earlier = v.reason.replace(" from outside", " with another process on the GPU")
+    v.verdict, v.decided, v.attribution = "INCONCLUSIVE", True, "process"
+    v.reason = (f"{text}; it stayed ({stayed}): no verdict from rounds shared with another "
+                f"process" + (f"; {earlier}" if earlier else ""))
+    return v
+
+
+def round_note(data: CaseData, base: Block, head: Block) -> str:
+    """rounds.md's mark of a round that another process shared: ``(another process: pid
+    1234)``, or ``(another process in the first try: pid 1234)`` where the round was measured
+    again without it."""
+    if others(base) or others(head):
+        pids = sorted({e["pid"] for b in (base, head) for e in others(b)})
+        return f" (another process: pid {', '.join(map(str, pids))})"
+    first = [b for b in data.blocks if b.round == base.round and b.confirm == base.confirm
+             and b.retry < max(base.retry, head.retry) and others(b)]
+    pids = sorted({e["pid"] for b in first for e in others(b)})
+    return f" (another process in the first try: pid {', '.join(map(str, pids))})" if pids else ""

@@ -59,6 +59,9 @@ class Block:
     trials_retaken: int | None = None  # trials taken again, the host behind (harness/timing.py)
     t: float | None = None  # when it was recorded (s since the epoch): which side went first
     method: str | None = None  # how it was timed: "graph" | "events" (harness/timing.py)
+    # the other processes on the GPU in its trials (harness/telemetry/processes.py: pid,
+    # name, used_mb, trials); None: not known (no process list, blocks of before)
+    processes: list[dict[str, Any]] | None = None
 
     def first_in(self, other: Block) -> bool | None:
         """Whether it was measured before ``other`` (None where a time is unknown)."""
@@ -263,6 +266,9 @@ class Verdict:
     rule_class: str = ""  # the class its rule gives, where the power cap made it ``klass``
     # (base, head) where the sides timed the kernel by different methods (``side_methods``)
     methods: tuple[str, str] | None = None
+    # other processes that used the GPU in its blocks (tools/gate/disturbed.py judge_shared:
+    # pid, name, used_mb, rounds, blocks); where they stayed, ``attribution`` is "process"
+    processes: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)

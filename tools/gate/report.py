@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.gate.disturbed import host_behind
+from tools.gate.disturbed import host_behind, round_note
 from tools.gate.errors import STATUS, GateError
 from tools.gate.look import log_ratio_groups
 from tools.gate.model import CaseData, Verdict, method_note
@@ -79,6 +79,7 @@ def fmt_clocks(v: Verdict) -> str:
         return "—"
     text = f"{v.clock_base_mhz:.0f} → {v.clock_head_mhz:.0f} MHz"
     return text + (" (code)" if v.attribution == "code" else
+                   " (another process)" if v.attribution == "process" else
                    " (outside)" if v.attribution == "environment" else "")
 
 
@@ -218,6 +219,7 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
         for (base, head), log_ratio in zip(used, ratios, strict=True):
             note = " (again)" if head.retry or base.retry else ""
             note += " (re)" if head.confirm else ""
+            note += round_note(data, base, head)
             note += (" (host behind)" if any(host_behind(b) >= behind_share > 0
                                              for b in (base, head)) else "")
             cells.append(f"{100 * (math.exp(log_ratio) - 1):+.2f}{note}")

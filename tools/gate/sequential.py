@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Sequence
 
 from tools.gate.config import Thresholds
+from tools.gate.disturbed import judge_shared
 from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
 from tools.gate.look import (
     CHANGE_LEVEL,
@@ -58,6 +59,7 @@ def replay(cases: Sequence[CaseData], th: Thresholds) -> list[Verdict]:
         v = final.get(key(data)) or latest[key(data)]
         if v.skipped:
             continue
+        v = judge_shared(v, data)  # no verdict from rounds shared with another process
         if v.decided and v.verdict in ("SLOW", "FAST") and not _is_exact(v, th):
             v = confirm(v, data, th)
         out.append(v)
