@@ -17,8 +17,9 @@ out=${OUT:?set OUT}
 phases=("$@"); [ ${#phases[@]} -eq 0 ] && phases=(with without)
 here=tools/lab/experiments
 regex=${GATE_REGEX:-"(GemmTime\.track_time\('square-8192', 'fp16'|RmsnormTime\.track_time\('llama3-8b\.hidden', 'bf16'|SoftmaxTime\.track_time\('llama3-8b\.logits-4k', 'bf16'), 'triton'"}
-work=$(mktemp -d /tmp/kperf-neighbour-XXXXXX)
-mkdir -p "$work/with" "$work/without"
+# kept between calls on a warm machine: "with" in one call and "without" in the next still checks
+work=${NEIGHBOUR_WORK:-/tmp/kperf-neighbour}
+for phase in "${phases[@]}"; do rm -rf "${work:?}/$phase"; mkdir -p "$work/$phase"; done
 python3 - "$work/thresholds.json" "${GATE_WALL_S:-220}" <<'TH'
 import json, sys
 th = json.load(open("thresholds.json"))
