@@ -32,10 +32,13 @@ class Config:
 
 
 # sm_90a: 128x128 blocks, 2 stages of K/V, 256 threads, as the examples' Hopper config;
-# with d=128: Q 32 KB + 2 x (K 32 + V 32) KB + O 32 KB = 192 KB of the 227 KB.
-# gfx942: 4 wave64s; the 64 KB LDS holds Q (128 x d) plus one K and one V block of 64 rows
-# for d=64 (32 KB), but only with 32-row kv blocks for d=128 (Q 32 + K 8 + V 8 KB);
-# O is written straight from registers, there is no room to stage it.
+# with d=128: Q 32 KB + 2 x (K 32 + V 32) KB = 160 KB (O reuses Q's buffer), + 2 KB static
+# = 162 KB of the 227 KB (code object, 2026-12-06).
+# gfx942: 4 wave64s; the 64 KB LDS holds Q (128 x d), one K and one V block and 2 KB of
+# reduction workspace: 64-row kv blocks for d=64 (16 + 8 + 8 + 2 = 34 KB), 32-row ones for
+# d=128 (32 + 8 + 8 + 2 = 50 KB; 64 rows take 66 KB: cannot launch). One block per CU,
+# occupancy 1, limited by LDS (code object, clang19, 2026-12-06). O is written straight from
+# registers: staging it would reuse Q's LDS, but take 12 (d=128) / 8 (d=64) more VGPRs.
 DEFAULTS = {
     ("sm_90a", 128): Config(block_M=128, block_N=128, num_stages=2, threads=256),
     ("sm_90a", 64): Config(block_M=128, block_N=128, num_stages=2, threads=256),

@@ -35,9 +35,10 @@ class Config:
 # sm_90a: 128x128x128 e4m3 (32 KB a stage), 4 stages, 256 threads: two consumer warpgroups
 # issuing wgmma e4m3 plus TileLang's TMA producer warpgroup; 128x128 because promotion keeps
 # two accumulator tiles in registers.
-# gfx942: TileLang's HIP path keeps one stage in LDS (no async copies), so 128x128x128
-# takes 32 KB of the 64 KB and two blocks fit per CU; k_pack=2 feeds two 16x16x32 fp8 MFMA
-# K-steps per LDS read, as in examples/gemm_fp8/example_tilelang_gemm_amd.py.
+# gfx942: TileLang's HIP path keeps one stage in LDS (no async copies; num_stages=2 gives the
+# same code as 1), so 128x128x128 takes 32 KB of the 64 KB and two blocks fit per CU
+# (code object, clang19, 2026-12-06); k_pack=2 feeds two 16x16x32 fp8 MFMA K-steps per LDS
+# read, as in examples/gemm_fp8/example_tilelang_gemm_amd.py.
 DEFAULTS = {
     "sm_90a": Config(block_M=128, block_N=128, block_K=128, num_stages=4, threads=256,
                      swizzle_panel=10, promote=True),
@@ -45,7 +46,8 @@ DEFAULTS = {
                      swizzle_panel=8, k_pack=2),
 }
 # Decode-sized M: 64 rows (wgmma's M; one MFMA row block of four waves on gfx942), N tiles of
-# 64 so N=8192 gives 128 blocks, long K steps for the weight stream.
+# 64 so N=8192 gives 128 blocks, long K steps for the weight stream. gfx942: one 64x64x256
+# stage = 32 KB of LDS, num_stages=2 the same code as 1 (code object, 2026-12-06).
 SMALL_M = {
     "sm_90a": Config(block_M=64, block_N=64, block_K=256, num_stages=4, threads=128,
                      promote=True),

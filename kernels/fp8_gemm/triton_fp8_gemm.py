@@ -43,10 +43,10 @@ class Config:
         return compat.triton_launch_options(self, target)
 
 
-# Static figures from tests/test_ops.py's AOT compile (Triton 3.7.1) noted per config.
+# Static figures of the AOT code objects (Triton 3.7.1, 2026-12-06) noted per config.
 # sm_90a: 128x128x128 with promotion every 128 K: the wgmma partial sum and the fp32 sum
 # each hold a 128x128 tile, 164 registers, no spills, 4 stages = 129 KB of shared memory.
-# (128x256 took 194 registers without promotion but 255 and 192 bytes of spills with it.)
+# (128x256 took 195 registers without promotion but 255 and 192 bytes of spills with it.)
 # gfx942: 256x256x128 is 64 KB a stage = all of the LDS, so the stream pipeliner's 2 stages
 # (one tile in LDS, the next in registers) is the most it can take; 16x16x32 fp8 MFMA,
 # 228 VGPRs, no spills, occupancy 2. CDNA3's fp8 MFMA accumulates in fp32: no promotion.

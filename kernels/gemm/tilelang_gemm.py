@@ -1,4 +1,5 @@
-"""TileLang GEMM in the style of TileLang's examples/gemm: shared-memory tiles, pipelined K loop."""
+"""TileLang GEMM in the style of TileLang's examples/gemm: shared-memory tiles, pipelined K loop
+(several stages on sm_90a only; see DEFAULTS)."""
 
 from __future__ import annotations
 
@@ -23,14 +24,18 @@ class Config:
 
 
 # sm_90a: 128x256x64, 4 stages, 256 threads (2 consumer warpgroups + TMA producer), swizzle 10.
-# gfx942: 4 wave64s per block (256 threads); 128x128x32 x 3 stages = 48 KB of the 64 KB LDS;
-# k_pack=2 feeds the 16x16x16 MFMA two K-steps per LDS read.
+# gfx942: 4 wave64s per block (256 threads); k_pack=2 feeds the 16x16x16 MFMA two K-steps per
+# LDS read. num_stages does nothing on gfx942: TileLang 0.1.15 emits the same HIP source for 1, 2
+# and 3 (it pipelines only on gfx950), so LDS holds one 128x128x32 stage: 16 KB of the 64 KB;
+# 144 VGPRs, occupancy 3 waves, limited by VGPRs (code object, clang19, 2026-12-06).
 DEFAULTS = {
     "sm_90a": Config(block_M=128, block_N=256, block_K=64, num_stages=4, threads=256,
                      swizzle_panel=10),
     "gfx942": Config(block_M=128, block_N=128, block_K=32, num_stages=3, threads=256,
                      swizzle_panel=8, k_pack=2),
 }
+# gfx942 decode: num_stages=2 gives the same code as 1; one 32x64x128 stage = 24 KB of LDS,
+# occupancy 2 waves, limited by LDS (code object, clang19, 2026-12-06).
 SMALL_M = {
     "sm_90a": Config(block_M=64, block_N=64, block_K=128, num_stages=4, threads=128),
     "gfx942": Config(block_M=32, block_N=64, block_K=128, num_stages=2, threads=256),
