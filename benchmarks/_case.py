@@ -14,7 +14,8 @@ A case spec is a dict: ``op``, ``case``, ``dtype``, ``backend``, optional ``over
                                                     timing); nothing when a measurement
                                                     awaits that consumer
     {"op": "measure", "spec": ..., "plan": {...}, "consumer": "time"}   time it
-    {"op": "static", "spec": ..., "target": "sm_90a"}                     static figures
+    {"op": "static", "spec": ..., "target": "gfx942", "toolchain": "rocm-7.2.2"}  figures
+    {"op": "compile", "spec": ..., "target": ..., "toolchain": ..., "repeat": 1}  compiles
     {"op": "warm", "specs": [...]}                  imports only: the GPU is not touched
 """
 
@@ -39,7 +40,7 @@ from harness.telemetry import Source, open_source
 from harness.worker import WorkerClient, WorkerSpec, device_key
 
 from ._inputs import InputSets, SharedInputs
-from ._static import static_figures
+from ._static import codegen_request
 
 # Inputs of prepared cases a worker keeps on the GPU, least recently used dropped first.
 CACHE_BYTES = int(float(os.environ.get("KPERF_WORKER_CACHE_GB", "16")) * 2**30)
@@ -432,9 +433,8 @@ def handle(request: dict[str, Any]) -> Any:
         return runner().measure(spec, plan)
     if kind == "warm":
         return warm(request.get("specs", []))
-    if kind == "static":
-        return static_figures(spec["op"], spec["case"], spec["dtype"], spec["backend"],
-                              request["target"])
+    if kind in ("static", "compile"):
+        return codegen_request(request)
     raise ValueError(f"unknown request {kind!r}")
 
 

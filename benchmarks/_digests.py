@@ -135,16 +135,32 @@ def _hash_measuring(digest: Any) -> None:
     digest.update(json.dumps(identity, sort_keys=True, default=str).encode())
 
 
-def compile_digest(op_name: str, root: Path | None = None) -> str:
-    """What an op's compile time depends on besides the host: its kernel sources and
-    compilers (``kernel_source_digest``), the compile timing's code (COMPILE_TIMING_CODE)
-    and Python."""
+# The distributions that make a backend's device code.
+BACKEND_COMPILERS = {"triton": ("triton",), "tilelang": ("tilelang", "apache-tvm-ffi")}
+
+
+def compile_digest(op_name: str, backend: str, target: str, root: Path | None = None) -> str:
+    """What one kernel's cold compile time depends on besides the host: its own source
+    (the op's folder less its other backends' modules, and the shared ``kernels/*.py``),
+    its compiler (Triton's version; TileLang's and apache-tvm-ffi's, with nvcc for sm_90a
+    and the gfx942 toolchain for gfx942), the compile timing's code (COMPILE_TIMING_CODE)
+    and Python. An edit of an op's TileLang kernel leaves its Triton kernel's digest as it
+    was: re-timing an unchanged compile only adds the host's spread to its series (a
+    Triton GEMM's unchanged sm_90a compile was flagged +32% on a busy 2-core host,
+    docs/journal/2026-12-06.md)."""
     import hashlib
 
-    digest = hashlib.sha256(kernel_source_digest(op_name, root).encode())
+    root = root or _kernels_root()
+    digest = hashlib.sha256()
+    _hash_files(digest, root, _backend_files(root, op_name, backend))
+    _hash_versions(digest, BACKEND_COMPILERS.get(backend, COMPILERS))
+    if backend == "tilelang" and target.startswith("sm_"):
+        _hash_nvcc(digest)
+    if backend == "tilelang" and target.startswith("gfx"):
+        digest.update(hip.toolchain_identity().encode())
     for name in COMPILE_TIMING_CODE:
         digest.update(Path(__file__).with_name(name).read_bytes())
-    digest.update(sys.version.encode())
+    digest.update(f"{target}\n{sys.version}".encode())
     return digest.hexdigest()[:20]
 
 
@@ -188,9 +204,7 @@ def _backend_files(root: Path, op_name: str, backend: str) -> list[Path]:
 
 
 def _hash_nvcc(digest: Any) -> None:
-    import shutil
-
-    nvcc = shutil.which("nvcc")
+    nvcc = static.nvcc_path()
     digest.update(f"nvcc={nvcc}@{os.stat(nvcc).st_mtime_ns if nvcc else 0}".encode())
 
 

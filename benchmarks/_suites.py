@@ -25,7 +25,7 @@ from typing import Any
 from harness import METHOD_VERSION, record
 
 from ._case import MEASURE_TIMEOUT_S, PREPARE_TIMEOUT_S, case_op, worker_client
-from ._cpu_suites import _bench_name, _Codegen, _StaticFigure
+from ._cpu_suites import _bench_name, _Codegen, _CompileTime, _StaticFigure
 from ._digests import (
     BASELINE_POLICY,
     KERNEL_POLICY,
@@ -286,20 +286,24 @@ def gate_cases() -> list[dict[str, Any]]:
             kind = ("time" if issubclass(suite, _TimeSuite)
                     and not issubclass(suite, _EnergySuite) else
                     "static" if issubclass(suite, _StaticFigure)
-                    and not issubclass(suite, _Codegen) else "")
+                    and not issubclass(suite, _Codegen) else
+                    "compile" if issubclass(suite, _CompileTime) else "")
             if not kind:
                 continue
-            method = "track_time" if kind == "time" else "track_value"
+            method = {"time": "track_time", "static": "track_value",
+                      "compile": "track_compile"}[kind]
             for combo in itertools.product(*suite.params):
                 params = dict(zip(suite.param_names, combo, strict=True))
                 values = ", ".join(repr(v) for v in combo)
                 case = {"name": f"{info.name}.{suite.__name__}.{method}({values})",
-                        "kind": kind, "unit": "seconds" if kind == "time" else suite.unit}
+                        "kind": kind, "unit": suite.unit if kind == "static" else "seconds"}
                 if kind == "time":
                     case["spec"] = {"op": suite.op, **params}
                 else:
                     case["spec"] = {"op": suite.op, "case": suite.case, "dtype": params["dtype"],
                                     "backend": params["backend"]}
-                    case["target"], case["figure"] = params["target"], suite.figure
+                    case["target"] = params["target"]
+                    if kind == "static":
+                        case["figure"] = suite.figure
                 out.append(case)
     return out

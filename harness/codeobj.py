@@ -123,6 +123,23 @@ def instruction_mix(disassembly: str) -> dict[str, int]:
 _SYNC = {"s_waitcnt": "wait", "s_barrier": "barrier"}
 
 
+def code_digest(disassembly: str, resources: dict[str, int | str]) -> str:
+    """What the device runs, as a digest: every instruction with its operands, in order,
+    and the kernel's resources (registers, LDS, scratch). Addresses, encodings and symbol
+    names are left out, so a renamed kernel or a moved line of source whose code is the
+    same digests the same; two sources that give one code object read "code unchanged"."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for line in disassembly.splitlines():
+        match = re.match(r"^\s+([a-z][a-z0-9_]*\b[^/]*)", line)
+        if match:  # an instruction; its "// address: encoding" comment dropped
+            text = re.sub(r"<[^>]*>", "<>", match.group(1))
+            digest.update(" ".join(text.split()).encode() + b"\n")
+    digest.update(repr(sorted((k, v) for k, v in resources.items() if k != "name")).encode())
+    return digest.hexdigest()[:16]
+
+
 def occupancy(vgprs: int, sgprs: int, lds_bytes: int, threads: int) -> tuple[int, str]:
     """(waves per SIMD, what limits it) for work-groups of ``threads`` that each take
     ``lds_bytes`` of LDS (static + dynamic): the least of what the VGPRs, the SGPRs, the
@@ -206,4 +223,5 @@ def figures(code_object: bytes, dynamic_lds_bytes: int = 0,
     out = kernel_figures(kernel, dynamic_lds_bytes, threads)
     out["code_bytes"] = sum(sizes.values())
     out.update({f"isa.{kind}": count for kind, count in instruction_mix(disassembly).items()})
+    out["code_sha"] = code_digest(disassembly, kernel)
     return out

@@ -180,10 +180,12 @@ def compile_hip(source: str, arch: str = "gfx942", include_dirs: list[str] | Non
         return {"hsaco": code_object.read_bytes(), "toolchain": chain.name, "remarks": remarks}
 
 
-def with_code_object(artifacts: dict[str, object], vendor: str, arch: str) -> dict[str, object]:
+def with_code_object(artifacts: dict[str, object], vendor: str, arch: str,
+                     chain: Toolchain | None = None) -> dict[str, object]:
     """A backend's ahead-of-time artifacts down to a device binary: device source for AMD
-    that ends before one (TileLang's HIP path) is compiled here, as hipcc would."""
+    that ends before one (TileLang's HIP path) is compiled here, as hipcc would, by
+    ``chain`` (default: the run's toolchain)."""
     if vendor != "amd" or "hsaco" in artifacts or "source" not in artifacts:
         return artifacts
     include_dirs = [str(d) for d in artifacts.get("include_dirs") or []]
-    return artifacts | compile_hip(str(artifacts["source"]), arch, include_dirs)
+    return artifacts | compile_hip(str(artifacts["source"]), arch, include_dirs, chain)

@@ -9,6 +9,7 @@ TileLang for sm_90a), or device source.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import shutil
@@ -146,9 +147,29 @@ def _cuobjdump(cubin: bytes, flag: str) -> str:
                               check=True, timeout=60).stdout
 
 
-def parse_cubin(cubin: bytes) -> dict[str, int]:
-    return parse_resource_usage(_cuobjdump(cubin, "--dump-resource-usage")) | \
-        parse_sass(_cuobjdump(cubin, "-sass"))
+_SASS_CODE = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+([^;]*;)")
+
+
+def sass_digest(sass: str, resources: dict[str, int]) -> str:
+    """What the device runs, as a digest (``harness.codeobj.code_digest`` for SASS): each
+    instruction with its operands, in order, and the kernel's resources; addresses,
+    encodings and function names are left out."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for line in sass.splitlines():
+        match = _SASS_CODE.match(line)
+        if match:
+            text = re.sub(r"`\([^)]*\)", "`()", match.group(1))  # branch targets by name
+            digest.update(" ".join(text.split()).encode() + b"\n")
+    digest.update(repr(sorted(resources.items())).encode())
+    return digest.hexdigest()[:16]
+
+
+def parse_cubin(cubin: bytes) -> dict[str, int | str]:
+    resources = parse_resource_usage(_cuobjdump(cubin, "--dump-resource-usage"))
+    sass = _cuobjdump(cubin, "-sass")
+    return resources | parse_sass(sass) | {"code_sha": sass_digest(sass, resources)}
 
 
 def nvidia_occupancy(registers: int, threads: int, shared_bytes: int) -> tuple[float, str]:
@@ -167,6 +188,54 @@ def nvidia_occupancy(registers: int, threads: int, shared_bytes: int) -> tuple[f
     blocks = min(blocks_by.values())
     limit = "+".join(name for name, value in blocks_by.items() if value == blocks)
     return blocks * warps / NV_SCHEDULERS_PER_SM, limit
+
+
+def unavailable(target: str, backend: str, toolchain: str | None = None) -> str:
+    """Why this machine cannot make a kernel's device binary and static figures for
+    ``target`` ('' where it can): gfx942 needs LLVM 19's readers of code objects, and
+    TileLang's HIP source a gfx942 toolchain (``harness.hip``); sm_90a needs cuobjdump, and
+    TileLang nvcc; Triton its backend for the target. A GPU runner set up without the gfx942
+    tools leaves those figures to a machine that has them (docs/amd.md)."""
+    import importlib.util
+
+    from harness import hip
+
+    try:
+        if target.startswith("gfx"):
+            for tool in ("llvm-readelf", "llvm-objdump"):
+                hip.tool_path(tool)
+            if backend == "tilelang":
+                hip.tool_path("clang")
+                chain = hip.toolchain(toolchain)
+                hip.hip_tree()
+                if chain.libllvm is not None:
+                    hip.tool_path("ld.lld")
+        else:
+            cuobjdump_path()
+            if backend == "tilelang" and not nvcc_path():
+                return "nvcc not found (PATH, CUDA_HOME, /usr/local/cuda): TileLang's sm_90a build"
+    except (hip.ToolchainMissing, FileNotFoundError) as err:
+        return str(err)
+    vendor = "amd" if target.startswith("gfx") else "nvidia"
+    if backend == "triton" and importlib.util.find_spec(f"triton.backends.{vendor}") is None:
+        return f"Triton has no {vendor} backend here"
+    return ""
+
+
+def nvcc_path() -> str | None:
+    """The nvcc TileLang compiles sm_90a with, found as TileLang finds it: $CUDA_HOME,
+    PATH, the ``nvidia-cuda-nvcc`` wheel (CUDA 13 ships nvcc on PyPI), /usr/local/cuda."""
+    import importlib.metadata
+    import os
+
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    candidates = [str(Path(home) / "bin" / "nvcc")] if home else []
+    candidates.append(shutil.which("nvcc") or "")
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        candidates += [str(f.locate()) for f in importlib.metadata.files("nvidia-cuda-nvcc")
+                       or [] if f.name == "nvcc"]
+    candidates.append("/usr/local/cuda/bin/nvcc")
+    return next((c for c in candidates if c and Path(c).is_file()), None)
 
 
 def figures(artifacts: dict[str, Any], vendor: str) -> dict[str, float]:

@@ -298,27 +298,45 @@ def test_unchanged_kernels_compile_times_are_timed_once_per_machine(monkeypatch,
     monkeypatch.setenv("ASV_COMMIT", "1111111111aaaaaaaaaa")  # a rerun of that commit
     GemmCompile().setup(*params)
     monkeypatch.setenv("ASV_COMMIT", "3333333333cccccccccc")  # the op's kernels changed
-    monkeypatch.setattr(_cpu_suites, "compile_digest", lambda op: "another source")
+    monkeypatch.setattr(_cpu_suites, "compile_digest", lambda *kernel: "another source")
     GemmCompile().setup(*params)
 
 
-def test_the_compile_digest_follows_the_op_and_the_timing_code(tmp_path, monkeypatch):
+def test_the_compile_digest_follows_the_kernel_its_compiler_and_the_timing_code(
+        tmp_path, monkeypatch):
+    """A kernel's compile is timed again where its own source, its compiler or the timing
+    code changed; an edit of the op's other backend, or of another op, leaves it alone."""
     from benchmarks import _digests
+    from harness import hip
 
     root = tmp_path / "kernels"
-    for rel in ("op.py", "gemm/spec.py", "softmax/spec.py"):
+    for rel in ("op.py", "gemm/spec.py", "gemm/tilelang_gemm.py", "gemm/triton_gemm.py",
+                "softmax/spec.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(rel)
-    gemm, softmax = (_digests.compile_digest(op, root) for op in ("gemm", "softmax"))
+    monkeypatch.setattr(hip, "toolchain_identity", lambda: "clang19 as found")
+
+    def digest(backend: str, target: str = "gfx942", op: str = "gemm") -> str:
+        return _digests.compile_digest(op, backend, target, root)
+
+    tilelang, triton, sm90 = digest("tilelang"), digest("triton"), digest("tilelang", "sm_90a")
+    assert len({tilelang, triton, sm90}) == 3
+    (root / "gemm/tilelang_gemm.py").write_text("block_K 32 -> 64")
+    assert digest("triton") == triton  # the other backend's module: not its input
+    assert digest("tilelang") != tilelang
+    tilelang, softmax = digest("tilelang"), digest("tilelang", op="softmax")
     (root / "softmax/spec.py").write_text("changed")
-    assert _digests.compile_digest("gemm", root) == gemm
-    assert _digests.compile_digest("softmax", root) != softmax
-    monkeypatch.setattr(_digests, "kernel_source_digest", lambda op, root=None: "same")
-    timing_code = _digests.compile_digest("gemm", root)
+    assert digest("tilelang") == tilelang and digest("tilelang", op="softmax") != softmax
+    (root / "gemm/spec.py").write_text("a shared file of the op")
+    assert digest("triton") != triton and digest("tilelang") != tilelang
+    tilelang, triton, sm90 = digest("tilelang"), digest("triton"), digest("tilelang", "sm_90a")
+    monkeypatch.setattr(hip, "toolchain_identity", lambda: "rocm-7.2.2")
+    assert digest("tilelang") != tilelang  # gfx942 TileLang: the toolchain compiles it
+    assert digest("triton") == triton and digest("tilelang", "sm_90a") == sm90
     real = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
         b"# edited" if self.name == "_cpu_suites.py" else b""))
-    assert _digests.compile_digest("gemm", root) != timing_code
+    assert digest("triton") != triton
 
 
 def test_an_unreadable_timing_record_is_named_and_the_case_is_timed(monkeypatch, tmp_path,

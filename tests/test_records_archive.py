@@ -162,3 +162,25 @@ def test_check_names_bad_records(tmp_path: Path, capsys) -> None:
     assert f"{archive}:{M}/cut.json: not valid JSON, truncated" in err
     assert f"{archive}:{M}/nan.json: not valid JSON (NaN" in err
     assert "ok.json" not in err
+
+
+def test_the_codegen_runners_folders_travel_beside_the_records(tmp_path: Path) -> None:
+    """The CPU codegen runner's nights keep their code figures and cold compiles beside
+    the records: each folder stored and unpacked into its own, never into another's, and
+    no other top folder is taken."""
+    artifact = tmp_path / "incoming" / "nightly-cpu-codegen"
+    written = {}
+    for folder in ra.RECORD_FOLDERS:
+        written[folder] = _records(tmp_path / "asv" / folder, n=2)
+        ra.pack(tmp_path / "asv" / folder, M, artifact / folder / M / "night.tar.xz")
+    branch = tmp_path / "branch"
+    changed = ra.store(tmp_path / "incoming", branch)
+    assert sorted(changed) == sorted(f"{f}/{M}/night.tar.xz" for f in ra.RECORD_FOLDERS)
+    for folder in ra.RECORD_FOLDERS:
+        ra.unpack(branch / folder, tmp_path / "site" / folder)
+        assert _files(tmp_path / "site" / folder) == written[folder], folder
+    stray = tmp_path / "stray" / "a" / "notes" / M / "night.tar.xz"
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes((artifact / "records" / M / "night.tar.xz").read_bytes())
+    with pytest.raises(ra.ArchiveError, match=r"records,codegen-records,compile-records"):
+        ra.store(tmp_path / "stray", branch)

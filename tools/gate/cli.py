@@ -22,12 +22,12 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from tools.config import ConfigError
-from tools.gate import asvio, report
+from tools.gate import asvio, codegen, report
 from tools.gate.blocks import BlockLog, case_data, case_wall_s
 from tools.gate.config import Thresholds
 from tools.gate.errors import EXIT_GATE_ERROR, GateError
@@ -38,9 +38,10 @@ from tools.gate.plan import (
     GatePlan,
     Lane,
     case_op,
+    kernel_key,
     scratch_dir,
     sites_for,
-    unchanged_ops,
+    unchanged_kernels,
     write_state,
 )
 from tools.gate.sequential import exit_code, finalise, replay
@@ -83,17 +84,61 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="report folder (default: the PR directory)")
     parser.add_argument("--label", default="", help="runner label shown in the report title")
     parser.add_argument("--every-case", action="store_true",
-                        help="measure the cases of ops whose code is the same at base and head "
-                             "too (by default SAME unmeasured: docs/gate.md)")
+                        help="measure the cases of kernels whose code is the same at base and "
+                             "head too (by default SAME unmeasured: docs/gate.md)")
+    parser.add_argument("--rocm-toolchain", nargs="+", metavar="NAME",
+                        help="gfx942 toolchains that compile TileLang's HIP source, each its "
+                             "own verdict: clang19, llvm19, rocm-<version> (default: the "
+                             "run's, $KPERF_ROCM_TOOLCHAIN or clang19; docs/amd.md)")
     parser.add_argument("--no-run", action="store_true", help="decide the stored run again")
     parser.add_argument("--resume", action="store_true", help="continue a stored run")
     parser.add_argument("--max-rows", type=int, default=60)
 
 
 def select(cases: list[dict[str, Any]], regexes: list[str], gpu: bool) -> list[dict[str, Any]]:
+    """The cases the regexes match; without a GPU only what needs none (static figures and
+    cold compiles)."""
     patterns = [re.compile(r) for r in regexes]
     chosen = [c for c in cases if any(p.search(c["name"]) for p in patterns)]
-    return chosen if gpu else [c for c in chosen if c["kind"] == "static"]
+    return chosen if gpu else [c for c in chosen if c["kind"] in CODEGEN_KINDS]
+
+
+CODEGEN_KINDS = ("static", "compile")
+
+
+def per_toolchain(cases: list[dict[str, Any]], toolchains: list[str]) -> list[dict[str, Any]]:
+    """gfx942 TileLang code cases once per toolchain, each named ``<case> [<toolchain>]``
+    (a toolchain compiles TileLang's HIP source; Triton brings its own LLVM, so its cases
+    are judged once)."""
+    out = []
+    for case in cases:
+        if (case["kind"] in CODEGEN_KINDS and case.get("target", "").startswith("gfx")
+                and case["spec"].get("backend") == "tilelang"):
+            out += [{**case, "name": f"{case['name']} [{chain}]", "toolchain": chain}
+                    for chain in toolchains]
+        else:
+            out.append(case)
+    return out
+
+
+def buildable(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """(the cases this machine can build, {target/backend[/toolchain]: why not} for the
+    rest): a GPU runner without the gfx942 tools leaves gfx942 to a machine that has them,
+    and says so, rather than judging nothing as SAME."""
+    from harness.static import unavailable
+
+    kept, why = [], {}
+    for case in cases:
+        if case["kind"] not in CODEGEN_KINDS:
+            kept.append(case)
+            continue
+        backend, chain = case["spec"].get("backend", ""), case.get("toolchain")
+        what = "/".join(x for x in (case["target"], backend, chain) if x)
+        if what not in why:
+            why[what] = unavailable(case["target"], backend, chain)
+        if not why[what]:
+            kept.append(case)
+    return kept, {k: v for k, v in why.items() if v}
 
 
 def suite_cases(repo: Path) -> list[dict[str, Any]]:
@@ -121,17 +166,37 @@ def plan_run(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds)
     base, how = asvio.resolve_base(repo, head, args.base, main_branch)
     gpu = gpu_present()
     every = suite_cases(repo)
-    cases = select(every, args.bench or list(th.pr_subset), gpu)
+    regexes = args.bench or list(th.pr_subset if gpu else th.codegen_subset)
+    chosen = select(every, regexes, gpu)
+    if not chosen:
+        raise GateError("no case matches " + ", ".join(regexes)
+                        + ("" if gpu else " among the static figures and compiles (no GPU here)"))
+    cases, not_here = buildable(per_toolchain(chosen, toolchains_of(args)))
     if not cases:
-        raise GateError("no case matches " + (", ".join(args.bench or th.pr_subset))
-                        + ("" if gpu else " among the static figures (no GPU here)"))
+        raise GateError("no case this machine can build matches " + ", ".join(regexes) + ": "
+                        + "; ".join(f"{k}: {v}" for k, v in not_here.items()))
     from tools import machine as machine_tool
 
     machine = getattr(args, "machine", None) or machine_tool.describe(None)["machine"]
     return GatePlan(repo, pr_dir, base, head, how, machine, cases,
                     [Lane(cases=[c["name"] for c in cases])], args.label,
                     ops=sorted({case_op(c) for c in every} - {""}),
-                    every_case=getattr(args, "every_case", False))
+                    every_case=getattr(args, "every_case", False), not_here=not_here)
+
+
+def toolchains_of(args: argparse.Namespace) -> list[str]:
+    """The gfx942 toolchains a run judges (``--rocm-toolchain``, else the run's own), each
+    one that exists by name; an unknown one is the gate's failure, naming the choices."""
+    from harness import hip
+
+    names = list(getattr(args, "rocm_toolchain", None) or [hip.toolchain_name()])
+    if len(set(names)) != len(names):
+        raise GateError(f"--rocm-toolchain: a toolchain is listed twice: {names}")
+    for name in names:
+        if name not in ("clang19", "llvm19") and not name.startswith("rocm-"):
+            raise GateError(f"--rocm-toolchain {name!r}: not a toolchain (clang19, llvm19 or "
+                            f"rocm-<version>; tools/stacks/rocm-toolchains.json)")
+    return names
 
 
 def measure(plan: GatePlan, th: Thresholds, resume: bool) -> dict[str, Any]:
@@ -140,10 +205,10 @@ def measure(plan: GatePlan, th: Thresholds, resume: bool) -> dict[str, Any]:
     write_state(plan.pr_dir, {**state, "status": "building"})
     started = time.time()
     sites = sites_for(plan)
-    unchanged = {} if plan.every_case else unchanged_ops(plan, sites)
+    unchanged = {} if plan.every_case else unchanged_kernels(plan, sites)
     state["unchanged"] = unchanged
     write_state(plan.pr_dir, {**state, "status": "measuring"})  # --no-run after a cut
-    measured = plan.without_ops(unchanged)
+    measured = plan.without_kernels(unchanged)
     stopped = "nothing to measure: every case's code is the same at base and head"
     if measured.cases:
         run = Run(measured, th, sites)
@@ -163,10 +228,10 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
     unmeasured: list[Verdict] = []
     if state.get("schema") == STATE_SCHEMA:
         unchanged = state.get("unchanged") or {}
-        planned = [c for c in state["cases"] if case_op(c) not in unchanged]
+        planned = [c for c in state["cases"] if unchanged_digest(c, unchanged) is None]
         rows = measured_rows(pr_dir, planned)
-        unmeasured = [unchanged_verdict(c, unchanged[case_op(c)], th)
-                      for c in state["cases"] if case_op(c) in unchanged]
+        unmeasured = [unchanged_verdict(c, unchanged_digest(c, unchanged), th)
+                      for c in state["cases"] if unchanged_digest(c, unchanged) is not None]
         cases = case_data(planned, rows)
         walls = {c["name"]: case_wall_s(rows, c["name"]) for c in planned}
     else:
@@ -200,13 +265,19 @@ def measured_rows(pr_dir: Path, planned: list[dict[str, Any]]) -> list[dict[str,
     return BlockLog(path).read()
 
 
+def unchanged_digest(case: dict[str, Any], unchanged: dict[str, str]) -> str | None:
+    """The digest of a case's unchanged code (its kernel's; an older gate's state keyed
+    it by op), else None: the case is measured."""
+    return unchanged.get(kernel_key(case), unchanged.get(case_op(case)))
+
+
 def unchanged_verdict(case: dict[str, Any], digest: str, th: Thresholds) -> Verdict:
-    """SAME without a block: the case's op runs the same code at base and head."""
+    """SAME without a block: the case's kernel runs the same code at base and head."""
     rule, klass = th.rule_for(case["name"])
     return Verdict(case["name"], case.get("env", ""), klass.name, verdict="SAME",
                    decided=True, unit=case.get("unit", "seconds"),
                    higher_is_better=rule.higher_is_better, unchanged=True,
-                   reason=f"not measured: {case_op(case)}'s code is the same at base and "
+                   reason=f"not measured: {kernel_key(case)}'s code is the same at base and "
                           f"head (digest {digest})")
 
 
@@ -237,11 +308,18 @@ def held_classes(verdicts: list[Verdict], th: Thresholds) -> str:
 def info_of(state: dict[str, Any], verdicts: list[Verdict], th: Thresholds) -> dict[str, Any]:
     rounds = max((v.rounds for v in verdicts), default=0)
     seq = th.sequential
+    kinds = {c.get("kind") for c in state.get("cases") or []}
+    design = (f"base and head alternating in rounds of one block each (at most "
+              f"{rounds} rounds used; looks after {seq.min_rounds}-{seq.max_rounds}; "
+              f"SLOW/FAST re-measured by fresh workers){held_classes(verdicts, th)}")
+    if kinds and "time" not in kinds:
+        design = ("base and head built side by side; their device code's static figures "
+                  "compared exactly" + (f"; cold compiles to a device binary, by their "
+                                        f"CPU seconds: {design}"
+                                        if "compile" in kinds else ""))
     return {"label": state.get("label", ""), "base": state["base"], "head": state["head"],
             "base_how": state.get("base_how", ""), "machine": state["machine"],
-            "design": (f"base and head alternating in rounds of one block each (at most "
-                       f"{rounds} rounds used; looks after {seq.min_rounds}-{seq.max_rounds}; "
-                       f"SLOW/FAST re-measured by fresh workers){held_classes(verdicts, th)}"),
+            "design": design,
             "stopped": state.get("stopped", ""), "wall_s": state.get("wall_s"),
             "correction": {"bh": "Benjamini-Hochberg", "holm": "Holm"}[th.correction],
             "alpha": th.alpha, "beta": th.beta, "thresholds": str(th.path),
@@ -305,8 +383,10 @@ def judge(args: argparse.Namespace,
         raise GateError(f"nothing was judged: every case of {pr_dir / 'gate-state.json'} "
                         f"was skipped at base and at head")
     code = exit_code(verdicts)
+    rows = BlockLog(pr_dir / "blocks.jsonl").read()
+    found = codegen.kernels(state.get("cases") or [], rows, verdicts)
     write_report(out_dir, verdicts, code, info_of(state, verdicts, th), state["lanes"]
-                 if gpu_column else None, args.max_rows)
+                 if gpu_column else None, args.max_rows, found, state.get("not_here") or {})
     return code
 
 
@@ -327,11 +407,17 @@ def failure_message(err: BaseException, pr_dir: Path) -> str:
 
 
 def write_report(out_dir: Path, verdicts: list[Verdict], code: int, info: dict[str, Any],
-                 lanes: list[dict[str, Any]] | None, max_rows: int) -> None:
-    """gate.md and gate.json; with ``lanes``, which GPU judged each case."""
+                 lanes: list[dict[str, Any]] | None, max_rows: int,
+                 found: Sequence[codegen.Kernel] = (),
+                 not_here: dict[str, str] | None = None) -> None:
+    """gate.md and gate.json; with ``lanes``, which GPU judged each case; with ``found``
+    (the kernels of the codegen cases), the generated code's section."""
     gpus = {name: lane["label"] for lane in lanes or [] for name in lane["cases"]}
-    text = report.markdown(verdicts, code, info, max_rows, extra=gpus if lanes else None)
+    text = report.markdown(verdicts, code, info, max_rows, extra=gpus if lanes else None,
+                           sections=codegen.section(found, not_here or {}, report.md))
     data = report.report_json(verdicts, code, info)
+    if found or not_here:
+        data["codegen"], data["not_here"] = codegen.summary_json(found), not_here or {}
     if lanes:
         text += "\nGPUs: " + "; ".join(f"{report.md(lane['label'])}: {len(lane['cases'])} "
                                         f"case(s)" for lane in lanes) + "\n"
@@ -349,7 +435,8 @@ def plan_of(state: dict[str, Any], repo: Path, pr_dir: Path) -> GatePlan:
     return GatePlan(repo, pr_dir, state["base"], state["head"], state["base_how"],
                     state["machine"], state["cases"],
                     [Lane(**lane) for lane in state["lanes"]], state.get("label", ""),
-                    ops=list(state.get("ops", [])), every_case=bool(state.get("every_case")))
+                    ops=list(state.get("ops", [])), every_case=bool(state.get("every_case")),
+                    not_here=dict(state.get("not_here") or {}))
 
 
 def fail(out_dir: Path, message: str, code: int, label: str) -> int:

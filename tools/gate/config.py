@@ -85,6 +85,8 @@ class Thresholds:
     rules: tuple[Rule, ...]
     pr_subset: tuple[str, ...]
     at_cap_class: str = ""  # the class a case at the power cap is judged as, if stricter
+    # what the gate judges on a machine without a GPU when no -b is given (codegen)
+    codegen_subset: tuple[str, ...] = (r"(Registers|Scratch|SharedMem|Occupancy)\.track_value",)
 
     @classmethod
     def load(cls, path: Path) -> Thresholds:
@@ -108,8 +110,9 @@ class Thresholds:
                                         "outputs are served from its arena slot",
                                   f"/classes/{name}/placed_outputs")
         rules = tuple(_rule(path, i, r, classes) for i, r in enumerate(raw["rules"]))
-        for i, regex in enumerate(raw["pr_subset"]):
-            _compile(path, f"/pr_subset/{i}", regex)
+        for field_name in ("pr_subset", "codegen_subset"):
+            for i, regex in enumerate(raw.get(field_name, [])):
+                _compile(path, f"/{field_name}/{i}", regex)
         bits = raw["throttle_bits"]
         return cls(
             path=path, alpha=raw["alpha"], beta=raw["beta"], correction=raw["correction"],
@@ -121,7 +124,9 @@ class Thresholds:
             power_cap_bits=_masks(bits["power_cap"]),
             environment_bits=_masks(bits["environment"]),
             classes=classes, rules=rules, pr_subset=tuple(raw["pr_subset"]),
-            at_cap_class=_at_cap_class(path, raw.get("at_cap_class", ""), classes))
+            at_cap_class=_at_cap_class(path, raw.get("at_cap_class", ""), classes),
+            **({"codegen_subset": tuple(raw["codegen_subset"])} if "codegen_subset" in raw
+               else {}))
 
     def rule_for(self, case_name: str) -> tuple[Rule, KernelClass]:
         for rule in self.rules:

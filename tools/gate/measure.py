@@ -29,6 +29,11 @@ from tools.gate.sequential import awaiting_confirmation, key
 from tools.gate.workers import PREPARE_TIMEOUT_S, Pairs, gate_worker
 
 BLOCK_TIMEOUT_S = 300.0
+# Cold compiles a compile block takes: the rounds (base and head alternating) are the
+# replicates, each block's figure the CPU seconds of its compile, which other processes
+# on the host move much less than its wall time (docs/perf.md, "Compile time on a shared
+# host").
+COMPILE_SAMPLES = 1
 CONFIRM_RESERVE = 0.85  # the rounds stop at this share of the gate's budget: room to confirm
 
 
@@ -138,16 +143,67 @@ class Measurer:
             start = time.monotonic()
             try:
                 figures = self.pairs.client(lane, side, static=True).request(
-                    {"op": "static", "spec": case["spec"], "target": case["target"]},
+                    {"op": "static", "spec": case["spec"], "target": case["target"],
+                     **({"toolchain": case["toolchain"]} if case.get("toolchain") else {})},
                     PREPARE_TIMEOUT_S)
                 value = figures["figures"].get(case["figure"])
-                block = (Block(side, 1, value=float(value)) if value is not None else
+                block = (Block(side, 1, value=float(value),
+                               figures={**figures["figures"], "config": figures.get("config")})
+                         if value is not None else
                          Block(side, 1, "skipped", f"{case['figure']} not derivable from "
                                f"{figures['artifacts']}"))
             except (RemoteError, RemoteSkip, WorkerError) as err:
                 block = failed_block(side, 1, err)
             block.wall_s = time.monotonic() - start
             self.ledger.record(case, block, lane)
+
+    def compile_block(self, case: dict[str, Any], lane: Lane, side: str, round_: int,
+                      confirm: bool, generation: int) -> Block:
+        """``COMPILE_SAMPLES`` cold compiles of a kernel to a device binary by one side's
+        codegen worker, their CPU seconds the block's samples (``generation`` 0: the
+        static figures' worker; later: fresh ones that confirm a SLOW or FAST)."""
+        start = time.monotonic()
+        try:
+            reply = self.pairs.client(lane, side, static=True, generation=generation).request(
+                {"op": "compile", "spec": case["spec"], "target": case["target"],
+                 "repeat": COMPILE_SAMPLES,
+                 **({"toolchain": case["toolchain"]} if case.get("toolchain") else {})},
+                PREPARE_TIMEOUT_S)
+            block = Block(side, round_, samples=list(reply["samples"]), confirm=confirm,
+                          generation=generation, figures={"code_sha": reply.get("code_sha"),
+                                                          "wall_s": reply.get("wall_s")})
+        except (RemoteError, RemoteSkip, WorkerError) as err:
+            block = failed_block(side, round_, err, confirm, generation)
+        block.wall_s = time.monotonic() - start
+        self.ledger.record(case, block, lane)
+        return block
+
+    def compile_rounds(self, case: dict[str, Any], lane: Lane) -> None:
+        """A cold compile's rounds, base and head alternating, until its verdict is
+        decided or ``max_rounds``; a SLOW or FAST is then confirmed by ``confirm_rounds``
+        rounds of a fresh pair of codegen workers. Compiles are host work: the sides'
+        order alternates so that what the host does meanwhile falls on both."""
+        seq, name = self.th.sequential, case["name"]
+        done = {r["round"] for r in self.ledger.rows if r["case"] == name and not r["confirm"]}
+        for number in range(max(done, default=0) + 1, seq.max_rounds + 1):
+            if self.stopping.is_set() or self._compile_verdict(name).decided:
+                break
+            self._compile_round(case, lane, number, False, 0)
+        verdict = self._compile_verdict(name)
+        if verdict.candidate and verdict.confirmed is None and not self.stopping.is_set():
+            first = max((r["round"] for r in self.ledger.rows if r["case"] == name), default=0)
+            for number in range(first + 1, first + 1 + seq.confirm_rounds):
+                self._compile_round(case, lane, number, True, 1)
+
+    def _compile_round(self, case: dict[str, Any], lane: Lane, number: int, confirm: bool,
+                       generation: int) -> None:
+        order = SIDES if (number + self.index[case["name"]]) % 2 == 0 else SIDES[::-1]
+        for side in order:
+            if self.compile_block(case, lane, side, number, confirm, generation).status != "ok":
+                return
+
+    def _compile_verdict(self, name: str) -> Verdict:
+        return next(v for v in self.ledger.verdicts() if v.case == name)
 
 
 class Run:
@@ -224,15 +280,28 @@ class Run:
                    if c["kind"] == "static" and not any(r["case"] == c["name"] for r in rows)]
         with self.threads(2) as pool:
             static_jobs = [pool.submit(self.measurer.static, c, lane) for c, lane in statics]
-            if self.ledger.rounds_done() == 0:  # the first pair (a resumed run's: a new one)
-                for lane in self.plan.lanes:
-                    self.measurer.prepare(lane, [by_name[n] for n in lane.cases
-                                                 if by_name[n]["kind"] == "time"])
-                self.pair_rounds = 0
-            stopped = self._rounds()
+            if any(c["kind"] == "time" for c in self.plan.cases):
+                if self.ledger.rounds_done() == 0:  # the first pair (a resumed run's: new)
+                    for lane in self.plan.lanes:
+                        self.measurer.prepare(lane, [by_name[n] for n in lane.cases
+                                                     if by_name[n]["kind"] == "time"])
+                    self.pair_rounds = 0
+                stopped = self._rounds()
+            else:  # what ends a compile case's rounds is its verdict or max_rounds
+                stopped = (f"a compile case's rounds end at its verdict or at "
+                           f"{self.th.sequential.max_rounds} rounds")
             join(static_jobs)
         self._confirm()
+        self._compiles()
         return stopped
+
+    def _compiles(self) -> None:
+        """Each compile case's rounds, one case at a time after the static figures, so
+        that no other compile of the gate's shares the host with a timed one."""
+        for lane in self.plan.lanes:
+            for name in lane.cases:
+                if self.ledger.by_name[name]["kind"] == "compile" and not self.stopping.is_set():
+                    self.measurer.compile_rounds(self.ledger.by_name[name], lane)
 
     def _rounds(self) -> str:
         number = self.ledger.rounds_done()
@@ -261,7 +330,8 @@ class Run:
 
     def _confirm(self) -> None:
         """SLOW / FAST candidates measured again by fresh worker processes."""
-        waiting = {name for _, name in awaiting_confirmation(self.verdicts())}
+        waiting = {name for _, name in awaiting_confirmation(self.verdicts())
+                   if self.ledger.by_name[name]["kind"] == "time"}
         if not waiting:
             return
         self.log(f"re-measuring {len(waiting)} flagged case(s) with fresh workers")

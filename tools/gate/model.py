@@ -59,6 +59,9 @@ class Block:
     trials_retaken: int | None = None  # trials taken again, the host behind (harness/timing.py)
     t: float | None = None  # when it was recorded (s since the epoch): which side went first
     method: str | None = None  # how it was timed: "graph" | "events" (harness/timing.py)
+    # a static figure's block: every figure of its kernel's code (registers, LDS,
+    # occupancy and its limit, ``code_sha``) and the tile ``config`` it was built with
+    figures: dict[str, Any] | None = None
     # the other processes on the GPU in its trials (harness/telemetry/processes.py: pid,
     # name, used_mb, trials); None: not known (no process list, blocks of before)
     processes: list[dict[str, Any]] | None = None

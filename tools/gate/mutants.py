@@ -250,8 +250,13 @@ MUTANTS: tuple[Mutant, ...] = (
        "a kernel heading for the cap (its averaged reading still low) stops warming up early"),
     # ---- digests: what is measured at all
     _m("op-digest-counts-other-ops", "tools/gate/plan.py",
-       "\n                or any(d in path.parents for d in others)):", "):", GATE,
+       "\n                or any(d in path.parents for d in others)\n", "\n", GATE,
        "an op measured because another op changed (or SAME unmeasured wrongly)"),
+    _m("kernel-digest-counts-the-other-backend", "tools/gate/plan.py",
+       "\n                or (not_mine and path.parent == folder and "
+       "path.name.startswith(not_mine))):", "):", ("tests/test_codegen_runner.py",),
+       "a kernel measured again because the op's other backend changed (a TileLang edit "
+       "re-times Triton's compile)"),
     _m("op-digest-ignores-shared-code", "tools/gate/plan.py",
        'if ("__pycache__" in rel.parts or',
        'if (rel.parts[-1] == "op.py" or "__pycache__" in rel.parts or', GATE,

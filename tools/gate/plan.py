@@ -43,17 +43,19 @@ class GatePlan:
     lanes: list[Lane]
     label: str = ""
     ops: list[str] = field(default_factory=list)  # every op of the suite (``code_digest``)
-    every_case: bool = False  # measure the cases of unchanged ops too
+    every_case: bool = False  # measure the cases of unchanged kernels too
+    # {target/backend[/toolchain]: why this machine cannot build it}: cases left out
+    not_here: dict[str, str] = field(default_factory=dict)
 
     def state(self) -> dict[str, Any]:
         return {"schema": STATE_SCHEMA, "base": self.base, "head": self.head,
                 "base_how": self.base_how, "machine": self.machine, "cases": self.cases,
                 "lanes": [asdict(lane) for lane in self.lanes], "label": self.label,
-                "ops": self.ops, "every_case": self.every_case}
+                "ops": self.ops, "every_case": self.every_case, "not_here": self.not_here}
 
-    def without_ops(self, ops: Collection[str]) -> GatePlan:
-        """This plan less the cases of ``ops``."""
-        kept = [c for c in self.cases if case_op(c) not in ops]
+    def without_kernels(self, keys: Collection[str]) -> GatePlan:
+        """This plan less the cases whose kernel (``kernel_key``) is in ``keys``."""
+        kept = [c for c in self.cases if kernel_key(c) not in keys]
         names = {c["name"] for c in kept}
         lanes = [Lane(lane.label, lane.env, [n for n in lane.cases if n in names])
                  for lane in self.lanes]
@@ -64,29 +66,49 @@ def case_op(case: dict[str, Any]) -> str:
     return str(case.get("spec", {}).get("op", ""))
 
 
-def code_digest(site: Path, op: str, ops: Collection[str]) -> str:
-    """What a case of ``op`` runs from its side: every file the side's wheel installed,
-    less the other ops' folders (``kernels/<op>/``) and the wheel's metadata."""
+# The backends with modules of their own in an op folder: ``kernels/<op>/<backend>_*.py``
+# (kernels/op.py ``op_from_modules``); the rest of the folder (spec, reference, inputs) and
+# the shared ``kernels/*.py`` are every backend's.
+COMPILED_BACKENDS = ("tilelang", "triton")
+
+
+def kernel_key(case: dict[str, Any]) -> str:
+    """``op/backend`` of a case of a compiled backend, else ``op``: what a case runs from
+    its side (``code_digest``), and so what is compared for "code unchanged"."""
+    backend = case.get("spec", {}).get("backend")
+    return f"{case_op(case)}/{backend}" if backend in COMPILED_BACKENDS else case_op(case)
+
+
+def code_digest(site: Path, op: str, ops: Collection[str], backend: str | None = None) -> str:
+    """What a case of ``op`` (of ``backend``, if given) runs from its side: every file the
+    side's wheel installed, less the other ops' folders (``kernels/<op>/``), the other
+    compiled backends' modules of the op, and the wheel's metadata."""
     others = [site / "kernels" / name for name in ops if name != op]
+    folder = site / "kernels" / op
+    not_mine = tuple(f"{b}_" for b in COMPILED_BACKENDS if backend and b != backend)
     digest = hashlib.sha256()
     for path in sorted(p for p in site.rglob("*") if p.is_file()):
         rel = path.relative_to(site)
         if ("__pycache__" in rel.parts or rel.parts[0].endswith(".dist-info")
-                or any(d in path.parents for d in others)):
+                or any(d in path.parents for d in others)
+                or (not_mine and path.parent == folder and path.name.startswith(not_mine))):
             continue
         digest.update(rel.as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:20]
 
 
-def unchanged_ops(plan: GatePlan, sites: dict[str, Path]) -> dict[str, str]:
-    """{op: its code's digest} for the planned ops whose code is byte for byte the same at
-    base and head. One instrument (this checkout's suite and harness) measures both sides
-    on one stack, so their cases could differ by noise alone."""
+def unchanged_kernels(plan: GatePlan, sites: dict[str, Path]) -> dict[str, str]:
+    """{kernel_key: its code's digest} for the planned kernels whose code is byte for byte
+    the same at base and head: an op, or one compiled backend of it (an edit of an op's
+    TileLang kernel leaves its Triton kernel's cases unmeasured). One instrument (this
+    checkout's suite and harness) measures both sides on one stack, so their cases could
+    differ by noise alone."""
     out = {}
-    for op in sorted({case_op(c) for c in plan.cases} - {""}):
-        base, head = (code_digest(sites[side], op, plan.ops) for side in SIDES)
+    for key in sorted({kernel_key(c) for c in plan.cases} - {""}):
+        op, _, backend = key.partition("/")
+        base, head = (code_digest(sites[side], op, plan.ops, backend or None) for side in SIDES)
         if base == head:
-            out[op] = base
+            out[key] = base
     return out
 
 

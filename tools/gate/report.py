@@ -143,15 +143,25 @@ def table_lines(verdicts: Sequence[Verdict], multi_env: bool, max_rows: int = 60
 
 
 def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any], max_rows: int = 60,
-             extra: dict[str, str] | None = None) -> str:
+             extra: dict[str, str] | None = None, sections: Sequence[str] = ()) -> str:
+    """The PR comment: the summary, how it was judged, ``sections`` (already Markdown:
+    the generated code's, tools/gate/codegen.py), then the table of the measured cases;
+    the cases left unmeasured (their kernel's code the same at base and head) are counted
+    under it, and listed in gate.json."""
     title = "### Performance gate" + (f" — {md(info['label'])}" if info.get("label") else "")
     how = (f"base {commit(info['base'])} ({md(info['base_how'])}) → head {commit(info['head'])} "
            f"on {md(info['machine'])}; {info['design']}. False alarms: at most "
            f"{info['alpha']} over the whole run ({info['correction']} over cases, "
            f"spent over looks); a SAME misses a change at its threshold at most "
            f"{info['beta']} of the time.")
-    lines = [COMMENT_MARKER, title, "", summary_line(verdicts, code), "", how, ""]
-    lines += table_lines(verdicts, bool(info.get("multi_env")), max_rows, extra=extra)
+    lines = [COMMENT_MARKER, title, "", summary_line(verdicts, code), "", how, "", *sections]
+    measured = [v for v in verdicts if not v.unchanged]
+    if measured:
+        lines += table_lines(measured, bool(info.get("multi_env")), max_rows, extra=extra)
+    quiet = len(verdicts) - len(measured)
+    if quiet:
+        lines += ["", f"{quiet} case(s) not measured: their kernel's code is the same at base "
+                      f"and head (SAME; listed in gate.json)."]
     return "\n".join(lines) + "\n"
 
 

@@ -55,11 +55,17 @@ class Pairs:
         self.ahead: tuple[int, Future[float]] | None = None
         self.background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kperf-ahead")
         self.waited_s = 0.0  # blocks waiting for the next pair's imports, this round
+        self.static_generations: set[int] = set()  # codegen workers started (``client``)
 
     def client(self, lane: Lane, side: str, static: bool = False,
                generation: int | None = None) -> WorkerClient:
-        generation = self.generation if generation is None else generation
-        slot = f"gate-{lane.label}-{side}" + ("-static" if static else f"-g{generation}")
+        if static:  # codegen workers: 0 the static figures' and compiles', then fresh ones
+            codegen = generation or 0
+            self.static_generations.add(codegen)
+            slot = f"gate-{lane.label}-{side}-static" + (f"-g{codegen}" if codegen else "")
+        else:
+            timed = self.generation if generation is None else generation
+            slot = f"gate-{lane.label}-{side}-g{timed}"
         env = dict(os.environ, **lane.env)
         cache = self.plan.repo / ".cache"  # shared with asv's runs (tools/history/asvrun.py)
         env.setdefault("TRITON_CACHE_DIR", str(cache / "triton"))
@@ -67,6 +73,8 @@ class Pairs:
         env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
         if static:
             env["KPERF_DEVICE"] = "static"
+            # the static figures' cache (benchmarks/_static.py): the run's own, not /tmp's
+            env.setdefault("ASV_ENV_DIR", str(self.plan.pr_dir / "codegen-cache"))
         return self.make_client(slot=slot, sys_path=[str(self.sites[side]),
                                                       *stack_path(self.plan.repo)],
                                 label=f"{side} {getattr(self.plan, side)[:8]}", env=env,
@@ -89,7 +97,8 @@ class Pairs:
         if spare_too:
             for lane in self.plan.lanes:
                 for side in SIDES:
-                    self.client(lane, side, static=True).shutdown()
+                    for codegen in sorted(self.static_generations):
+                        self.client(lane, side, static=True, generation=codegen).shutdown()
         if spare is not None:  # its request ends once its workers are gone
             with contextlib.suppress(Exception):
                 spare[1].result()

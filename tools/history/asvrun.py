@@ -26,6 +26,40 @@ REPO = Path(__file__).resolve().parents[2]
 
 # Suites that need no GPU: static figures of gfx942 / sm_90a code and compile times.
 CPU_SUITES = r"(Registers|Scratch|SharedMem|Occupancy|CodeSize|Compile)\."
+TIMED_SUITES = r"(Time|Energy)\.track_"
+CODEGEN_TARGETS = ("gfx942", "sm_90a")
+CODEGEN_BACKENDS = ("tilelang", "triton")
+
+
+def codegen_selection(toolchain: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """(asv ``-b`` regexes of the CPU-side suites, {target/backend: why this machine cannot
+    build it}): every suite where this machine builds every target and backend, none
+    where it lacks one. A suite is a benchmark parameterized over the targets and backends,
+    and asv records each combination a machine did not run as a NaN, a dead series in that
+    machine's history (a GPU runner set up without LLVM 19 held every gfx942 series of both
+    languages so: docs/journal/2026-12-06.md); the CPU codegen runner makes them all
+    (docs/amd.md)."""
+    from harness.static import unavailable
+
+    left_out = {f"{target}/{backend}": why for target in CODEGEN_TARGETS
+                for backend in CODEGEN_BACKENDS
+                if (why := unavailable(target, backend, toolchain))}
+    return ([] if left_out else [CPU_SUITES]), left_out
+
+
+def default_benches(gpu: bool) -> list[str]:
+    """What a run selects when not told: the timed suites where there is a GPU, and the
+    CPU-side cases this machine can build (``codegen_selection``; what it cannot is said)."""
+    regexes, left_out = codegen_selection()
+    if left_out:
+        print("kperf: the static figures and cold compiles are left to a machine that builds "
+              "every target (the CPU codegen runner, docs/amd.md); here: " + "; ".join(
+                  f"{what}: {why}" for what, why in left_out.items()), flush=True)
+    out = ([TIMED_SUITES] if gpu else []) + regexes
+    if not out:
+        raise SystemExit("kperf: nothing to run here: no GPU, and no target's code can be "
+                         "built (see above)")
+    return out
 
 
 def stack_site_dirs() -> list[str]:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from harness.worker import run_workers
 from tools import machine as machine_tool
-from tools.history.asvrun import CPU_SUITES, REPO, asv_env, run_and_publish, write_hashfile
+from tools.history.asvrun import REPO, asv_env, default_benches, run_and_publish, write_hashfile
 from tools.machine import has_gpu
 
 BASELINE = "torch"  # the backend every op's baseline is (kernels.op.OpDef.baseline)
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = has_gpu()
     info = machine_tool.describe(args.machine)
     machine_tool.write_machine_file(info)
-    benches = args.bench or ([] if gpu else [CPU_SUITES])
+    benches = args.bench or default_benches(gpu)
     if gpu:
         print(f"GPU: {info['gpu']} ({info['gpu_arch']}); machine {info['machine']!r}")
     else:

@@ -11,8 +11,9 @@ The nightly workflow measures on a GPU runner that holds no write token; the rec
 wrote (``.asv/records/<machine>/...``, one small JSON per benchmark process: clocks, power,
 throttle bits per sample) are packed into one xz-compressed tar per machine and night, and
 a GitHub-hosted job ``store``s them with the results on the ``perf-results`` branch:
-``results/<machine>/*.json`` (asv's) and ``records/<machine>/<night>.tar.xz``. The publish
-job ``unpack``s every archive into ``.asv/records`` for the telemetry page.
+``results/<machine>/*.json`` (asv's) and ``records/<machine>/<night>.tar.xz`` (and the CPU
+codegen runner's ``codegen-records/`` and ``compile-records/`` alike). The publish job
+``unpack``s every archive into ``.asv/records`` (and its siblings) for the site's pages.
 
 Every name is checked (one plain name per path component, regular files only, no link,
 no absolute or ``..`` member), archives are written atomically, an existing archive is
@@ -36,6 +37,10 @@ from tools.config import ConfigError, parse_json, validate
 from tools.paths import PathError, inside, safe_name
 
 ARCHIVE_SUFFIX = ".tar.xz"
+# What a night keeps: the measurements' records, and beside them the code's figures and the
+# cold compiles (the CPU codegen runner's, benchmarks/_static.py); each folder its own
+# archives, unpacked into its own folder beside ``.asv/records``.
+RECORD_FOLDERS = ("records", "codegen-records", "compile-records")
 
 
 class ArchiveError(Exception):
@@ -180,7 +185,7 @@ def store(incoming: Path, into: Path) -> list[str]:
                 continue
             _check_layout(path, rel)
             target = inside(into, *rel.parts, what="artifact path", source=path)
-            if rel.parts[0] == "records" and target.exists():
+            if rel.parts[0] in RECORD_FOLDERS and target.exists():
                 if _digest(target) != _digest(path):
                     raise ArchiveError(f"{path}: {target} exists with other content; "
                                        f"records are never overwritten")
@@ -203,11 +208,12 @@ def _check_layout(path: Path, rel: Path) -> None:
             len(parts) == 3 and parts[2].endswith(".json"))):
         parse_json(path.read_text(), path)  # a truncated results file is refused
         return
-    if parts[0] == "records" and len(parts) == 3 and parts[2].endswith(ARCHIVE_SUFFIX):
+    if parts[0] in RECORD_FOLDERS and len(parts) == 3 and parts[2].endswith(ARCHIVE_SUFFIX):
         _checked_members(path, parts[1])
         return
     raise ArchiveError(f"{path}: {rel.as_posix()!r} is not results/<machine>/<file>.json, "
-                       f"results/benchmarks.json or records/<machine>/<night>{ARCHIVE_SUFFIX}")
+                       f"results/benchmarks.json or {{{','.join(RECORD_FOLDERS)}}}/<machine>/"
+                       f"<night>{ARCHIVE_SUFFIX}")
 
 
 def main(argv: list[str] | None = None) -> int:

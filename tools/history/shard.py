@@ -143,12 +143,11 @@ def prepare(ctx: Context, args: argparse.Namespace, discover_into: Path, save: b
 
 
 def default_benches(ctx: Context) -> list[str]:
-    from tools.history.asvrun import CPU_SUITES
+    from tools.history import asvrun
 
     if ctx.cpu_only:
         print("No GPU: only the CPU-side suites (static figures, compile times) are run.")
-        return [CPU_SUITES]
-    return []
+    return asvrun.default_benches(not ctx.cpu_only)
 
 
 def print_plan(shard_map: ShardMap, gpus: Sequence[Gpu], selected: Sequence[str],

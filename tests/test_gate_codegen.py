@@ -1,0 +1,136 @@
+"""The gate's word on generated code (tools/gate/codegen.py): per target and toolchain a
+verdict, and a line per changed kernel in the code's terms, read from the figures a real
+CPU gate recorded (tests/data/codegen-gate-blocks.json: the TileLang GEMM's block_K
+32 -> 64 for gfx942, under clang19 and ROCm 7.2.2's LLVM)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.gate import codegen
+from tools.gate.model import Verdict
+from tools.gate.report import md
+
+DATA = json.loads((Path(__file__).parent / "data" / "codegen-gate-blocks.json").read_text())
+GFX = "bench_gemm.GemmOccupancy.track_value('gfx942', 'fp16', 'tilelang')"
+SM = "bench_gemm.GemmOccupancy.track_value('sm_90a', 'fp16', 'tilelang')"
+TRITON = "bench_gemm.GemmOccupancy.track_value('gfx942', 'fp16', 'triton')"
+
+
+def _case(name: str, target: str, backend: str = "tilelang", chain: str | None = None,
+          kind: str = "static") -> dict:
+    case = {"name": name + (f" [{chain}]" if chain else ""), "kind": kind, "target": target,
+            "spec": {"op": "gemm", "case": "square-4096", "dtype": "fp16", "backend": backend}}
+    return {**case, "toolchain": chain} if chain else case
+
+
+def _rows(case: dict, base: dict | None, head: dict | None) -> list[dict]:
+    return [{"case": case["name"], "side": side, "status": "ok", "figures": figs}
+            for side, figs in (("base", base), ("head", head)) if figs]
+
+
+def _v(case: dict, verdict: str = "SAME", unchanged: bool = False, unit: str = "waves",
+       ratio: float | None = None, before: float = 0.0, after: float = 0.0) -> Verdict:
+    return Verdict(case["name"], "", "static", verdict=verdict, unit=unit, unchanged=unchanged,
+                   ratio=ratio, before=before, after=after, decided=True)
+
+
+def _recorded(chain: str) -> codegen.Kernel:
+    case = _case(GFX, "gfx942", chain=chain)
+    sides = DATA["kernels"][case["name"]]
+    (kernel,) = codegen.kernels([case], _rows(case, sides["base"], sides["head"]),
+                                [_v(case, "SLOW")])
+    return kernel
+
+
+def test_an_occupancy_drop_names_its_limit_and_what_moved_it() -> None:
+    line = codegen.cause_line(_recorded("clang19"))
+    assert line == ("gemm square-4096 fp16 TileLang: block_K 32 → 64: occupancy 3 → 2 waves, "
+                    "limited by LDS: 16 KB → 32 KB; VGPRs 144 → 148; code 3520 B → 4444 B")
+
+
+def test_a_toolchain_that_moves_the_registers_says_both_limits() -> None:
+    line = codegen.cause_line(_recorded("rocm-7.2.2"))
+    assert ("occupancy 3 → 2 waves, limited by VGPRs: 148 → 188 and LDS: 16 KB → 32 KB"
+            in line)
+    assert "AGPRs 72 → 104" in line and "VGPRs 148 → 188;" not in line  # said once
+
+
+def test_a_source_change_with_the_same_device_code_says_so() -> None:
+    sides = DATA["kernels"][SM]
+    case = _case(SM, "sm_90a")
+    (kernel,) = codegen.kernels([case], _rows(case, sides["base"], sides["head"]), [_v(case)])
+    assert kernel.code_unchanged() is True
+    assert codegen.cause_line(kernel) == "gemm square-4096 fp16 TileLang: sm_90a code unchanged"
+    base = {**sides["base"], "config": {**sides["base"]["config"], "num_stages": 3}}
+    head = {**sides["base"], "config": {**sides["base"]["config"], "num_stages": 2}}
+    (kernel,) = codegen.kernels([case], _rows(case, base, head), [_v(case)])
+    assert codegen.cause_line(kernel).endswith(": num_stages 3 → 2: sm_90a code unchanged")
+
+
+def test_different_code_with_no_figure_moved_is_not_called_unchanged() -> None:
+    sides = DATA["kernels"][SM]
+    head = {**sides["base"], "code_sha": "0" * 16}
+    case = _case(SM, "sm_90a")
+    (kernel,) = codegen.kernels([case], _rows(case, sides["base"], head), [_v(case)])
+    assert kernel.code_unchanged() is False
+    assert "sm_90a code changed, no figure moved" in codegen.cause_line(kernel)
+
+
+def test_a_kernel_read_on_one_side_only_is_not_judged_unchanged() -> None:
+    case = _case(SM, "sm_90a")
+    (kernel,) = codegen.kernels([case], _rows(case, DATA["kernels"][SM]["base"], None),
+                                [_v(case)])
+    assert kernel.code_unchanged() is None
+    assert "not read on both sides" in codegen.cause_line(kernel)
+
+
+def test_a_compile_that_moved_is_named_in_the_kernels_line() -> None:
+    static, comp = _case(SM, "sm_90a"), _case(SM.replace("Occupancy", "Compile").replace(
+        "track_value", "track_compile"), "sm_90a", kind="compile")
+    sides = DATA["kernels"][SM]
+    rows = _rows(static, sides["base"], sides["head"])
+    verdicts = [_v(static), _v(comp, "SLOW", unit="seconds", ratio=1.52, before=1.52,
+                                after=2.31)]
+    (kernel,) = codegen.kernels([static, comp], rows, verdicts)
+    assert codegen.cause_line(kernel).endswith(
+        "sm_90a code unchanged; cold compile SLOW x1.52 (1.52 → 2.31 CPU s)")
+    assert kernel.verdict() == "SLOW"
+
+
+@pytest.mark.parametrize(("words", "worst"), [
+    (["SAME", "FAST"], "FAST"), (["SAME", "INCONCLUSIVE", "FAST"], "INCONCLUSIVE"),
+    (["FAST", "SLOW", "INCONCLUSIVE"], "SLOW"), ([], "SAME")])
+def test_a_groups_verdict_is_its_worst_case(words: list[str], worst: str) -> None:
+    case = _case(SM, "sm_90a")
+    assert codegen.worst([_v(case, w) for w in words]) == worst
+    broken = _v(case, "INCONCLUSIVE")
+    broken.broke = True
+    assert codegen.worst([_v(case, "SLOW"), broken]) == "BROKEN"
+
+
+def test_each_toolchain_gets_a_row_with_tritons_gfx942_code_in_it() -> None:
+    """A toolchain compiles TileLang's HIP source; Triton brings its own LLVM, so its gfx942
+    kernel is in every toolchain's row (each row is the gfx942 verdict under that
+    toolchain) and is measured once."""
+    cases = [_case(GFX, "gfx942", chain=c) for c in ("clang19", "rocm-7.2.2")]
+    cases += [_case(TRITON, "gfx942", "triton"), _case(SM, "sm_90a")]
+    rows = [r for c in cases[:2] for r in _rows(c, *DATA["kernels"][c["name"]].values())]
+    verdicts = [_v(cases[0], "SLOW"), _v(cases[1], "SLOW"), _v(cases[2], "FAST"),
+                _v(cases[3], unchanged=True)]
+    found = codegen.kernels(cases, rows, verdicts)
+    rows_of = {(t, c): ks for t, c, ks in codegen.groups(found)}
+    assert set(rows_of) == {("gfx942", "clang19"), ("gfx942", "rocm-7.2.2"),
+                            ("sm_90a", "nvcc · Triton's LLVM")}
+    for chain in ("clang19", "rocm-7.2.2"):
+        assert {k.backend for k in rows_of[("gfx942", chain)]} == {"tilelang", "triton"}
+    text = "\n".join(codegen.section(found, {"gfx942/tilelang/rocm-7.0.2": "not installed"}, md))
+    assert "| gfx942 | clang19 | **SLOW** |" in text and "| sm\\_90a |" in text
+    assert "1 kernel(s) not measured: source unchanged" in text
+    assert "Not judged on this machine" in text and "rocm-7.0.2: not installed" in text
+    summary = codegen.summary_json(found)
+    assert [g["verdict"] for g in summary] == ["SLOW", "SLOW", "SAME"]
+    assert summary[0]["kernels"][0]["config_change"] == "block_K 32 → 64"
