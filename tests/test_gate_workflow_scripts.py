@@ -206,3 +206,49 @@ def test_report_sets_a_status_per_label_and_one_comment(tmp_path: Path) -> None:
                      ["update", None, None, 9]]
     assert "the gate itself failed (exit 4)" in body and "<script>" not in body
     assert "it left no exit code" in body, "a symlinked exit_code must not be read"
+
+
+@needs_node
+def test_one_comment_holds_the_cpu_codegen_section_beside_the_gpu_sections(tmp_path: Path
+                                                                         ) -> None:
+    """Recorded reports (tests/data/gate-reports: an H100's gate, another process on its
+    GPU, 2026-12-06; the CPU codegen runner's gfx942 tile edit, the same day): the stage-1
+    artifact read from its own folder, a status per label, one comment with every section
+    in order, and no GPU section filled from stage 1's folder."""
+    recorded = Path(__file__).parent / "data" / "gate-reports"
+    shutil.copytree(recorded / "sm_90", tmp_path / "reports" / "gate-report-sm_90")
+    shutil.copytree(recorded / "cpu-codegen",
+                    tmp_path / "reports-stage1" / "gate-report-cpu-codegen")
+    # a stage 1 that tried to pass for a GPU runner: never read
+    shutil.copytree(recorded / "cpu-codegen", tmp_path / "reports-stage1" / "gate-report-gfx942")
+    result = _node(FAKE_GITHUB + f"""
+      process.chdir({json.dumps(str(tmp_path))});
+      const github = {{ paginate: async () => [],
+        rest: {{ issues: {{ listComments: null, updateComment: mk('update', {{}}),
+                           createComment: mk('create', {{}}) }},
+                repos: {{ createCommitStatus: mk('status', {{}}) }} }} }};
+      const env = {{ GATE_LABELS: '["gfx942", "sm_90"]', CODEGEN_LABEL: 'cpu-codegen',
+                     PR: '7', HEAD_SHA: 'ccc' }};
+      const body = await gate.report({{ github, context, core, fs: require('fs'),
+        path: require('path'), env }});
+      return [calls.map(c => [c[0], c[1].context || null, c[1].state || null]), body,
+              gate.reportDirs(env)];""")
+    calls, body, dirs = result
+    assert calls == [["status", "perf-gate (gfx942)", "failure"],
+                     ["status", "perf-gate (sm_90)", "success"],
+                     ["status", "perf-gate (cpu-codegen)", "failure"], ["create", None, None]]
+    assert [d["dir"] for d in dirs] == [["reports", "gate-report-gfx942"],
+                                        ["reports", "gate-report-sm_90"],
+                                        ["reports-stage1", "gate-report-cpu-codegen"]]
+    heads = [line for line in body.splitlines() if line.startswith("#### perf gate")]
+    assert heads == [
+        "#### perf gate (gfx942): the gate itself failed: it left no exit code (not run or "
+        "killed)",
+        "#### perf gate (sm_90): inconclusive or no baseline (exit 3): a warning, not a failure",
+        "#### perf gate (cpu-codegen): performance regression (exit 1): a case is SLOW"]
+    gfx942, sm90, cpu = body.split("#### perf gate")[1:]
+    assert "another process (pid 675, python3) used the GPU" in sm90
+    assert "occupancy 3 → 2 waves, limited by LDS: 16 KB → 32 KB" in cpu
+    assert "| gfx942 | rocm-7.2.2 | **SLOW** |" in cpu
+    assert "occupancy" not in gfx942, "stage 1's folder must not fill a GPU section"
+    assert body.count("<!-- kperf-gate -->") == 1

@@ -49,11 +49,13 @@ const { createLinter } = require(process.argv[1]);  // node -e: argv[1] is the f
 # every job's token, exactly (least privilege per job; workflow level is always {})
 PERMISSIONS = {
     (GATE, "request"): {},
+    (GATE, "codegen"): {"contents": "read"},
     (RUN, "authorize"): {"pull-requests": "read", "statuses": "write"},
     (RUN, "approve"): {"actions": "read"},
     (RUN, "gate"): {"contents": "read"},
-    (RUN, "report"): {"pull-requests": "write", "statuses": "write"},
+    (RUN, "report"): {"actions": "read", "pull-requests": "write", "statuses": "write"},
     (NIGHTLY, "measure"): {"contents": "read"},
+    (NIGHTLY, "codegen"): {"contents": "read"},
     (NIGHTLY, "store"): {"contents": "write"},
     (NIGHTLY, "publish"): {"contents": "read", "pages": "write", "id-token": "write"},
 }
@@ -312,8 +314,82 @@ def test_nightly_keeps_records_with_the_results_and_publishes_them() -> None:
     assert "tools.history.records_archive store --incoming incoming --into history" in store
     assert "git add -A results records" in _step(NIGHTLY, "store", "Push")["run"]
     publish = _step(NIGHTLY, "publish", "Results and records from perf-results")["run"]
-    assert "tools.history.records_archive unpack" in publish and "--dest .asv/records" in publish
+    assert "tools.history.records_archive unpack" in publish and '--dest ".asv/$folder"' in publish
+    from tools.history.records_archive import RECORD_FOLDERS
+
+    assert f"for folder in {' '.join(RECORD_FOLDERS)}; do" in publish
+    assert "git add -A results " + " ".join(RECORD_FOLDERS) in _step(NIGHTLY, "store",
+                                                                     "Push")["run"]
     runs = [s.get("run", "") for s in jobs["publish"]["steps"]]
-    assert "python -m asv publish" in runs
-    assert any("tools.site.telemetry_pages --html html --records .asv/records" in r for r in runs)
-    assert jobs["store"]["needs"] == "measure" and jobs["publish"]["needs"] == "store"
+    assert "python -m tools.site.publish" in runs, "the site of every machine, kperf's pages too"
+    assert set(jobs["store"]["needs"]) == {"measure", "codegen"}
+    assert jobs["publish"]["needs"] == "store"
+
+
+# ----------------------------------------------------------------- the CPU codegen runner
+
+
+FAKE_RUNNER = """#!/usr/bin/env bash
+mkdir -p codegen-out
+printf 'the report\\n' > codegen-out/gate.md
+echo 1 > codegen-out/exit_code
+echo "$@" > called-with
+exit 1
+"""
+
+
+def test_the_codegen_jobs_call_the_script_on_hosted_runners_with_no_write_token() -> None:
+    """Both workflows' CPU jobs only call tools/stacks/codegen_runner.py (its logic is
+    tested, the workflow's is not), on a GitHub-hosted runner, with a read-only token
+    that no checkout keeps, and no secret."""
+    for workflow, mode in ((GATE, "pr"), (NIGHTLY, "nightly")):
+        job = _load(workflow)["jobs"]["codegen"]
+        assert job["runs-on"] == "ubuntu-latest" and job["permissions"] == {"contents": "read"}
+        text = yaml.safe_dump(job)
+        assert "secrets." not in text and "allow-unsafe-pr-checkout" not in text
+        runs = [s["run"] for s in job["steps"] if "run" in s]
+        calls = [r for r in runs if "tools.stacks.codegen_runner" in r]
+        assert len(calls) == 1 and f"tools.stacks.codegen_runner {mode}" in calls[0]
+        assert any("bash tools/setup_env.sh" in r for r in runs), "the README's setup"
+    checkout = _load(GATE)["jobs"]["codegen"]["steps"][0]["with"]
+    assert checkout["ref"] == "${{ github.event.pull_request.head.sha }}"
+    upload = next(s for s in _load(GATE)["jobs"]["codegen"]["steps"]
+                  if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["with"]["name"] == "gate-report-cpu-codegen"
+    assert set(upload["with"]["path"].split()) == {
+        "codegen-out/gate.md", "codegen-out/gate.json", "codegen-out/exit_code"}
+
+
+def test_the_pr_codegen_step_hands_its_verdict_on_and_stays_green(tmp_path: Path) -> None:
+    """A regression (exit 1) must not fail stage 1: stage 2 runs only after a green stage
+    1, and it is stage 2 that turns the exit code into the perf-gate (cpu-codegen)
+    status."""
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    fake = tmp_path / ".venv" / "bin" / "python"
+    fake.write_text(FAKE_RUNNER)
+    fake.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    step = _step(GATE, "codegen", "Judge the generated code")
+    out = _bash(step["run"], {"BASE_REF": "main", "GITHUB_STEP_SUMMARY": str(summary)},
+                cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "exit 1" in out.stdout and summary.read_text() == "the report\n"
+    called = (tmp_path / "called-with").read_text().split()
+    assert called[:4] == ["-m", "tools.stacks.codegen_runner", "pr", "--main-branch"]
+    assert called[4] == "main" and step["env"]["BASE_REF"] == (
+        "${{ github.event.pull_request.base.ref }}")
+
+
+def test_the_report_reads_stage_ones_codegen_artifact_by_name_into_its_own_folder() -> None:
+    """A pull request can edit stage 1: its artifact is fetched by one name into a folder
+    of its own, so nothing it uploads can stand in for a GPU runner's report."""
+    steps = _load(RUN)["jobs"]["report"]["steps"]
+    stage1 = [s for s in steps if s.get("with", {}).get("run-id")]
+    assert len(stage1) == 1
+    got = stage1[0]["with"]
+    assert got["run-id"] == "${{ github.event.workflow_run.id }}"
+    assert got["name"] == "gate-report-cpu-codegen" and "pattern" not in got
+    assert got["path"] == "reports-stage1/gate-report-cpu-codegen"
+    assert _load(RUN)["env"]["CODEGEN_LABEL"] == "cpu-codegen"
+    own = next(s for s in steps if s.get("with", {}).get("pattern") == "gate-report-*")
+    assert own["with"]["path"] == "reports" and "run-id" not in own["with"]

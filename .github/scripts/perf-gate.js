@@ -104,10 +104,12 @@ async function authorize({ github, context, core, env }) {
     const out = { pr: String(number), head_sha: headSha, base_ref: pull.base.ref,
       fork: String(fork), author: pull.user.login };
     for (const [k, v] of Object.entries(out)) core.setOutput(k, v);
-    for (const label of JSON.parse(env.GATE_LABELS)) {
+    for (const { label } of reportDirs(env)) {
       await github.rest.repos.createCommitStatus({ ...repo, sha: headSha, state: 'pending',
         context: `perf-gate (${label})`,
-        description: fork ? 'waiting for a maintainer to approve the GPU run' : 'queued' });
+        description: label === env.CODEGEN_LABEL ? 'the CPU runner judged it; posted with '
+          + 'the GPU results' : fork ? 'waiting for a maintainer to approve the GPU run'
+          : 'queued' });
     }
     return out;
   }
@@ -133,13 +135,25 @@ async function checkApproval({ github, context, core, env }) {
   return ok;
 }
 
+// Each section's label and the folder its artifact was downloaded to: the GPU gate jobs' of
+// this run, then the CPU codegen job's of the triggering run (stage 1), kept apart so that
+// stage 1, which a pull request can edit, can never fill a GPU section.
+function reportDirs(env) {
+  const dirs = JSON.parse(env.GATE_LABELS).map((label) => (
+    { label, dir: ['reports', `gate-report-${label}`] }));
+  if (env.CODEGEN_LABEL) {
+    dirs.push({ label: env.CODEGEN_LABEL,
+      dir: ['reports-stage1', `gate-report-${env.CODEGEN_LABEL}`] });
+  }
+  return dirs;
+}
+
 // Commit status per runner label and one comment, from the artifacts of the gate jobs.
 async function report({ github, context, core, env, fs, path }) {
   const repo = ownerRepo(context);
-  const labels = JSON.parse(env.GATE_LABELS);
   const sections = [];
-  for (const label of labels) {
-    const dir = path.join('reports', `gate-report-${label}`);
+  for (const { label, dir: parts } of reportDirs(env)) {
+    const dir = path.join(...parts);
     const read = (name) => {
       const file = path.join(dir, name);
       try {
@@ -169,4 +183,5 @@ async function report({ github, context, core, env, fs, path }) {
   return body;
 }
 
-module.exports = { MARKER, verdict, sanitize, commentBody, authorize, checkApproval, report };
+module.exports = { MARKER, verdict, sanitize, commentBody, reportDirs, authorize, checkApproval,
+  report };

@@ -181,3 +181,36 @@ def value(cell: Cell, key: str) -> Any:
     if key not in figs and key.startswith("isa.") and any(k.startswith("isa.") for k in figs):
         return 0
     return figs.get(key)
+
+
+@dataclass
+class Timing:
+    """A machine's latest time per call of a codegen table's case, by backend: what the
+    figures of one machine's code stand beside (a GPU runner's timings, the CPU codegen
+    runner's figures)."""
+
+    machine: str
+    commit: str
+    seconds: dict[str, float]  # backend -> median seconds per call
+
+
+def timings_beside(files: list[data.ResultFile], benchmarks: dict[str, Any],
+                   revisions: dict[str, int]) -> dict[tuple[str, str, str], list[Timing]]:
+    """(suite ``bench_<op>.<Prefix>``, case, dtype) -> each machine's latest timing of it
+    (``<Prefix>Time.track_time``), newest commit first per machine."""
+    out: dict[tuple[str, str, str], dict[str, Timing]] = {}
+    for rf in sorted(files, key=lambda f: revisions.get(f.commit, -1), reverse=True):
+        for bench in rf.results:
+            if not bench.endswith("Time.track_time"):
+                continue
+            suite = bench.removesuffix("Time.track_time")
+            for point in data.points_of(rf, bench, benchmarks):
+                params = point.params
+                if point.status != "ok" or not {"case", "dtype", "backend"} <= set(params):
+                    continue
+                key = (suite, str(params["case"]), str(params["dtype"]))
+                timing = out.setdefault(key, {}).setdefault(
+                    rf.machine, Timing(rf.machine, rf.commit, {}))
+                if timing.commit == rf.commit:
+                    timing.seconds.setdefault(str(params["backend"]), float(point.value))
+    return {k: sorted(v.values(), key=lambda t: t.machine) for k, v in out.items()}

@@ -18,6 +18,7 @@ from tools.site.codegen import (
     Group,
     MachineView,
     OpTable,
+    Timing,
     build,
     value,
 )
@@ -210,7 +211,23 @@ INTRO = ("<p>Per op and case, what each language's compiler made of the kernel, 
          "source; Triton brings its own LLVM. A dash has its reason on hover.</p>")
 
 
-def _machine_html(v: MachineView, commit_url: str, subjects: dict[str, dict[str, Any]]) -> str:
+def _timings(table: OpTable, timings: dict[tuple[str, str, str], list[Timing]],
+             commit_url: str) -> str:
+    """Each machine's latest time per call of the table's case, beside its code's figures
+    (a GPU runner's timings by the CPU codegen runner's figures)."""
+    found = timings.get((table.suite, table.case, table.dtype)) or []
+    if not found:
+        return ""
+    items = "".join(
+        f'<li data-machine="{esc(t.machine)}">time per call on <code>{esc(t.machine)}</code> '
+        f"at {commit_link(t.commit, commit_url)}: " + ", ".join(
+            f"{NAMES.get(b, b)} {fmt_num(s * 1e6, 4)} µs" for b, s in sorted(t.seconds.items()))
+        + ' (<a href="head-to-head.html">head to head</a>)</li>' for t in found)
+    return f'<ul class="timings" data-op="{esc(table.op)}">{items}</ul>'
+
+
+def _machine_html(v: MachineView, commit_url: str, subjects: dict[str, dict[str, Any]],
+                  timings: dict[tuple[str, str, str], list[Timing]] | None = None) -> str:
     subject = subjects.get(v.commit, {}).get("subject")
     envs = "".join(f"<li>{esc(g.label)}{_at(v, g)}: "
                    f"{', '.join(esc(e) for e in v.group_envs[g])}</li>" for g in v.groups)
@@ -222,28 +239,31 @@ def _machine_html(v: MachineView, commit_url: str, subjects: dict[str, dict[str,
         parts += [f'<h3 id="{esc(v.machine)}-{esc(t.op)}-{esc(t.dtype)}">{esc(t.op)} '
                   f'<span class="muted">{esc(t.case)} · {esc(t.dtype)}</span></h3>',
                   _items(op_summary(t, v.groups), f'class="summary" data-op="{esc(t.op)}"'),
-                  render_table(t, v)]
+                  _timings(t, timings or {}, commit_url), render_table(t, v)]
     return "\n".join(parts)
 
 
 def render(views: list[MachineView], notes: data.Notes, commit_url: str,
-           subjects: dict[str, dict[str, Any]]) -> str:
+           subjects: dict[str, dict[str, Any]],
+           timings: dict[tuple[str, str, str], list[Timing]] | None = None) -> str:
     parts = ["<h1>Codegen: TileLang beside Triton</h1>", INTRO, notes_box(notes, "files")]
     if not views:
         parts.append('<p class="why" id="no-codegen">No codegen record in this history: the '
                      "<code>*CodeSize</code> suites keep them "
                      "(<code>python -m tools.history.bench</code>"
                      ").</p>")
-    parts += [_machine_html(v, commit_url, subjects) for v in views]
+    parts += [_machine_html(v, commit_url, subjects, timings) for v in views]
     return page("Codegen", "\n".join(parts), "codegen", head=STYLE)
 
 
 def write(kperf: Path, roots: list[Path], revisions: dict[str, int], commit_url: str,
-          git_repo: Path) -> data.Notes:
-    """kperf/codegen.html; returns the files it skipped."""
+          git_repo: Path,
+          timings: dict[tuple[str, str, str], list[Timing]] | None = None) -> data.Notes:
+    """kperf/codegen.html; returns the files it skipped. ``timings``: each machine's time
+    per call of the tables' cases (``codegen.timings_beside``)."""
     notes = data.Notes()
     records = data.read_records(roots, notes)
     views = build(records, revisions, notes)
     subjects = repo_data.commit_subjects(git_repo, {v.commit for v in views})
-    (kperf / "codegen.html").write_text(render(views, notes, commit_url, subjects))
+    (kperf / "codegen.html").write_text(render(views, notes, commit_url, subjects, timings))
     return notes

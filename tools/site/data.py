@@ -202,6 +202,8 @@ class ResultFile:
     date: int  # commit date, ms since the epoch (asv)
     label: str
     results: dict[str, dict[str, Any]]  # benchmark -> column name -> value
+    # the machine's and environment's parameters, as asv names a graph's folders by them
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 def _literal(text: Any) -> Any:
@@ -256,7 +258,8 @@ def read_results(results_dir: Path, notes: Notes
                 files.append(ResultFile(machine=name, commit=str(data["commit_hash"]),
                                         env_name=str(data.get("env_name") or ""),
                                         date=int(data.get("date") or 0), label=label,
-                                        results=results))
+                                        results=results,
+                                        params=dict(data.get("params") or {})))
             except (ValueError, KeyError, TypeError, AttributeError, OSError) as err:
                 notes.add(label, f"cannot be read ({type(err).__name__}: {err}): skipped")
     return machines, files, benchmarks

@@ -39,6 +39,7 @@ from tools.site import (
     codegen,
     codegen_page,
     data,
+    falls,
     gatepages,
     headtohead,
     headtohead_page,
@@ -213,6 +214,7 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
         _set_links(build, commit_url, project_url)
         report, problems = asv_pages.make_offline(build, asset_source)
         offline = report.ok
+        falls.add_falls(build, conf, repo / "thresholds.json", git_repo)  # asv flags rises
     else:
         shutil.rmtree(build, ignore_errors=True)
         build.mkdir(parents=True)
@@ -238,8 +240,9 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
 
     revisions = _revisions(build / "index.json")
     views = headtohead.build(machines, files, benchmarks, recs, revisions=revisions)
+    code_recs = data.read_records(codegen.roots_beside(record_roots), data.Notes())
     found = steps.from_site(build, conf, list(machines),
-                            steps.History(files, benchmarks, recs, revisions),
+                            steps.History(files, benchmarks, recs + code_recs, revisions),
                             repo / "thresholds.json", result_notes)
     steps.write(kperf / "steps.json", found)
     shas = {t.commit for v in views for t in v.tables}
@@ -249,7 +252,8 @@ def publish(repo: Path = REPO, config: Path | None = None, html_dir: Path | None
         headtohead_page.render(views, all_notes, commit_url, subjects, found,
                                conf.get("regressions_thresholds")))
     codegen_notes = codegen_page.write(kperf, codegen.roots_beside(record_roots), revisions,
-                                       commit_url, git_repo)
+                                       commit_url, git_repo,
+                                       codegen.timings_beside(files, benchmarks, revisions))
 
     reports = repo_data.read_gate_reports(gate_roots, gate_notes)
     thresholds = repo_data.read_thresholds(repo / "thresholds.json", gate_notes)

@@ -27,7 +27,7 @@ from harness.telemetry import or_bits
 from tools.gate.asvio import attach_records
 from tools.gate.config import Thresholds
 from tools.gate.model import Attribution, Block, attribute, method_note, one_method
-from tools.site import data
+from tools.site import codesteps, data
 
 STEPS_SCHEMA = "kperf-steps-1"
 TIME = re.compile(r"^(bench_\w+\.\w+)Time\.track_time$")
@@ -72,6 +72,7 @@ class Step:
     why: str = ""
     text: str = ""
     id: str = field(default="")
+    graph_path: str = ""  # asv's graph of the series: its machine's and environment's
 
 
 @dataclass
@@ -95,12 +96,26 @@ class History:
         """The records of one point (``data.point_key``)."""
         return self._records.get(key, [])
 
-    def value(self, machine: str, commit: str, bench: str, idx: int) -> float | None:
-        for rf in self._files.get((machine, commit), []):
+    def files_of(self, machine: str, commit: str,
+                 graph_path: str | None = None) -> list[data.ResultFile]:
+        """The results files of a commit on a machine; with ``graph_path``, only those of
+        that graph's environment (a machine with several, such as a toolchain or stack
+        matrix, has a graph and a file per environment)."""
+        return [rf for rf in self._files.get((machine, commit), [])
+                if graph_path is None or in_graph(rf, graph_path)]
+
+    def value(self, machine: str, commit: str, bench: str, idx: int,
+              graph_path: str | None = None) -> float | None:
+        for rf in self.files_of(machine, commit, graph_path):
             points = data.points_of(rf, bench, self.benchmarks)
             if idx < len(points) and points[idx].status == "ok":
                 return float(points[idx].value)
         return None
+
+    def records_in(self, key: str, envs: set[str] | None) -> list[dict[str, Any]]:
+        """The records of one point, of the environments ``envs`` only where given."""
+        recs = self.records_of(key)
+        return recs if envs is None else [r for r in recs if str(r.get("env_name")) in envs]
 
     def params(self, bench: str, idx: int) -> dict[str, Any]:
         for rf in self.files:
@@ -109,12 +124,26 @@ class History:
                 return points[idx].params
         return {}
 
-    def previous(self, machine: str, bench: str, idx: int, revision: int) -> str | None:
+    def previous(self, machine: str, bench: str, idx: int, revision: int,
+                 graph_path: str | None = None) -> str | None:
         """The latest commit before ``revision`` with a value of the series."""
         earlier = [(self.revisions[rf.commit], rf.commit) for rf in self.files
                    if rf.machine == machine and self.revisions.get(rf.commit, revision) < revision
-                   and self.value(machine, rf.commit, bench, idx) is not None]
+                   and self.value(machine, rf.commit, bench, idx, graph_path) is not None]
         return max(earlier)[1] if earlier else None
+
+
+def in_graph(rf: data.ResultFile, graph_path: str) -> bool:
+    """Whether a results file is of the graph's machine and environment: asv names a
+    graph's folders ``<param>-<value>`` by its results' parameters (asv's
+    ``Graph.get_file_path``). A file that does not say its parameters is not told apart."""
+    from asv.util import sanitize_filename
+
+    if not rf.params:
+        return True
+    parts = set(re.split(r"[\\/]", graph_path))
+    return all(sanitize_filename(f"{k}-null" if v is None else f"{k}-{v}" if v else str(k))
+               in parts for k, v in rf.params.items())
 
 
 def machine_of(graph_path: str, machines: Sequence[str]) -> str | None:
@@ -146,20 +175,24 @@ def find_steps(regressions: dict[str, Any], rev_to_hash: dict[str, str],
         bench = name.split("(", 1)[0]
         pair = twins(bench)
         machine = machine_of(graph_path, machines)
-        if pair is None or machine is None or idx is None:
+        if machine is None or idx is None or (pair is None and not codesteps.is_code(bench)):
             continue
         for rev1, rev2, v1, v2 in jumps or []:
             after = rev_to_hash.get(str(rev2))
             before = (rev_to_hash.get(str(rev1)) if rev1 is not None
-                      else history.previous(machine, bench, idx, int(rev2)))
+                      else history.previous(machine, bench, idx, int(rev2), graph_path))
             if not after or not before:
                 continue
-            step = Step(series=name, machine=machine, time_benchmark=pair[0],
-                        params=history.params(pair[0], idx), before=Side(before),
-                        after=Side(after), revision=int(rev2),
+            step = Step(series=name, machine=machine, time_benchmark=pair[0] if pair else bench,
+                        params=history.params(pair[0] if pair else bench, idx),
+                        before=Side(before), after=Side(after), revision=int(rev2),
                         asv_ratio=v2 / v1 if v1 else None,
-                        threshold=asv_threshold(thresholds, name) if thresholds else None)
-            explain(step, pair, idx, history, th)
+                        threshold=asv_threshold(thresholds, name) if thresholds else None,
+                        graph_path=graph_path)
+            if pair:
+                explain(step, pair, idx, history, th)
+            else:
+                codesteps.explain(step, idx, history)
             out.append(step)
     return out
 
@@ -168,11 +201,14 @@ def explain(step: Step, pair: tuple[str, str], idx: int, history: History,
             th: Thresholds | None) -> None:
     """Fill the sides' figures, the ratios and the cause of ``step``."""
     blocks = {}
+    graph = step.graph_path or None
     for label, side in (("base", step.before), ("head", step.after)):
-        side.time_s = history.value(step.machine, side.commit, pair[0], idx)
-        side.energy_j = history.value(step.machine, side.commit, pair[1], idx)
+        side.time_s = history.value(step.machine, side.commit, pair[0], idx, graph)
+        side.energy_j = history.value(step.machine, side.commit, pair[1], idx, graph)
         key = data.point_key(step.machine, side.commit, pair[0], step.params)
-        recs = history.records_of(key)
+        envs = ({rf.env_name for rf in history.files_of(step.machine, side.commit, graph)}
+                if graph else None)
+        recs = history.records_in(key, envs)
         side.point_id, side.runs = data.point_id(key), len(recs)
         blocks[label] = _fill_side(side, recs, label)
     step.time_ratio = _ratio(step.before.time_s, step.after.time_s)
