@@ -52,7 +52,7 @@ def test_asv_gives_every_series_its_class_threshold(discovered: list[dict]) -> N
     assert n > 400
     # the classes the issue named get thresholds apart: energy is not flagged like time
     assert seen["bandwidth time"] != seen["bandwidth energy"]
-    assert seen["static"] == {0.0} and max(seen["compile"]) > max(seen["compute time"])
+    assert seen["static"] == {0.0} and max(seen["compile time"]) > max(seen["compute time"])
 
 
 def _history(tmp_path: Path, **change) -> Path:
@@ -101,6 +101,7 @@ def test_a_heavy_tail_raises_the_threshold_to_tail_factor_times_the_largest(
 
 H200_HISTORY = REPO / "tests" / "data" / "h200-history-2026-12-03.json"
 H200_PLACED = REPO / "tests" / "data" / "h200-history-2026-12-04-placed.json"
+CPU_COMPILE = REPO / "tests" / "data" / "cpu-compile-aa-2026-12-06.json"
 KV_A_NORM = "bench_rmsnorm.RmsnormTime.track_time('deepseek-v3.kv_a_norm', 'fp16', 'tilelang')"
 SQUARE_GEMM = "bench_gemm.GemmTime.track_time('square-8192', 'fp16', 'triton')"
 
@@ -165,7 +166,9 @@ def test_no_aa_series_crosses_its_threshold_rising_or_falling() -> None:
 
 def test_every_aa_data_file_is_one_the_thresholds_come_from() -> None:
     """A data file added to tests/data without recomputing the figures fails here."""
-    names = {f"tests/data/{p.name}" for p in (REPO / "tests" / "data").glob("h200-history-*.json")}
+    data = REPO / "tests" / "data"
+    names = {f"tests/data/{p.name}" for pattern in ("h200-history-*.json", "cpu-compile-aa-*.json")
+             for p in data.glob(pattern)}
     assert set(ht.History.load_raw(REPO / "history-thresholds.json")["data"]) == names
 
 
@@ -196,17 +199,19 @@ def test_from_data_computes_the_figures_from_the_files_given(tmp_path: Path) -> 
     """--from-data: the placed file alone shows each of kv_a_norm's levels once, so its
     two_level entry is refused; without it, the compute class takes that file's 40 pairs
     of 2026-12-04 (largest 1.89%) and history-thresholds.json names that file only."""
-    placed = f"tests/data/{H200_PLACED.name}"
+    placed, compiles = f"tests/data/{H200_PLACED.name}", f"tests/data/{CPU_COMPILE.name}"
     with pytest.raises(ConfigError, match="seen 1 time"):
+        ht.generate(REPO, [placed, compiles])
+    with pytest.raises(ConfigError, match="measures compile time"):  # a class left unmeasured
         ht.generate(REPO, [placed])
     repo = _copy_repo(tmp_path)
     path = repo / "history-thresholds.json"
     raw = json.loads(path.read_text())
     del raw["two_level"]
     path.write_text(json.dumps(raw))
-    gen = ht.generate(repo, [placed])
+    gen = ht.generate(repo, [placed, compiles])
     raw = json.loads(gen.history_text)
-    assert raw["data"] == {placed: 220}
+    assert raw["data"] == {placed: 220, compiles: 49}
     compute = raw["classes"]["compute"]["time"]
     assert compute["pairs"] == 40 and compute["largest"] == pytest.approx(0.0189, abs=1e-4)
 
@@ -277,7 +282,9 @@ def test_unplaced_runs_of_a_placed_class_are_not_its_data(tmp_path: Path) -> Non
         for measure in ("time", "energy"):
             assert list(raw["classes"][klass][measure]["from"]) == [
                 "tests/data/h200-history-2026-12-04-placed.json"], (klass, measure)
-    assert set(raw["classes"]["compute"]["time"]["from"]) == set(raw["data"])
+    assert set(raw["classes"]["compute"]["time"]["from"]) == {
+        f for f in raw["data"] if "h200-history" in f}
+    assert list(raw["classes"]["compile"]["time"]["from"]) == [f"tests/data/{CPU_COMPILE.name}"]
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"aa": []}))
     with pytest.raises(ConfigError, match="placed"):
