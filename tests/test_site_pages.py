@@ -321,6 +321,33 @@ def test_a_step_whose_energy_bursts_ran_differently_says_so() -> None:
         assert "bursts" not in step_of(*alike).text, alike
 
 
+def test_a_step_whose_run_shared_the_gpu_names_the_other_process() -> None:
+    """A record of the run after a step saw another process on the GPU: the step's line
+    names it, as the gate's report does; a step without one says nothing of it."""
+    from tools.gate.config import Thresholds
+    from tools.site import steps
+
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    name = "bench_gemm.GemmTime.track_time('square-4096', 'fp16', 'tilelang')"
+    graph = "graphs/arch-x86_64/branch-main/machine-m1/bench_gemm.GemmTime.track_time.json"
+    regressions = {"regressions": [[name, graph, {}, 0, 2.2e-4, 2.0e-4, [[1, 2, 2.0e-4, 2.2e-4]]]]}
+    th = Thresholds.load(REPO / "thresholds.json")
+
+    def step_of(shared: bool) -> steps.Step:
+        recs = [_capped(b, 1400.0), _capped(c, 1400.0)]
+        if shared:
+            recs[1]["measurement"]["gpu_processes"] = {"others": [
+                {"pid": 675, "name": "python3", "trials": [0, 1]}], "note": ""}
+        history = steps.History(_step_files([2.0e-4, 2.0e-4, 2.2e-4]), {}, recs,
+                                {a: 0, b: 1, c: 2})
+        (found,) = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1"], history, th)
+        return found
+
+    assert step_of(True).text.endswith(
+        "; another process (pid 675, python3) used the GPU in the run after the step")
+    assert "another process" not in step_of(False).text
+
+
 def test_steps_and_their_causes_are_escaped() -> None:
     from tools.site import steps
 

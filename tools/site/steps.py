@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.telemetry import or_bits
+from harness.telemetry.processes import records_note
 from tools.gate.asvio import attach_records
 from tools.gate.config import Thresholds
 from tools.gate.model import Attribution, Block, attribute, method_note, one_method
@@ -200,7 +201,7 @@ def find_steps(regressions: dict[str, Any], rev_to_hash: dict[str, str],
 def explain(step: Step, pair: tuple[str, str], idx: int, history: History,
             th: Thresholds | None) -> None:
     """Fill the sides' figures, the ratios and the cause of ``step``."""
-    blocks = {}
+    blocks, recs_by = {}, {}
     graph = step.graph_path or None
     for label, side in (("base", step.before), ("head", step.after)):
         side.time_s = history.value(step.machine, side.commit, pair[0], idx, graph)
@@ -208,13 +209,14 @@ def explain(step: Step, pair: tuple[str, str], idx: int, history: History,
         key = data.point_key(step.machine, side.commit, pair[0], step.params)
         envs = ({rf.env_name for rf in history.files_of(step.machine, side.commit, graph)}
                 if graph else None)
-        recs = history.records_in(key, envs)
+        recs = recs_by[label] = history.records_in(key, envs)
         side.point_id, side.runs = data.point_id(key), len(recs)
         blocks[label] = _fill_side(side, recs, label)
     step.time_ratio = _ratio(step.before.time_s, step.after.time_s)
     step.energy_ratio = _ratio(step.before.energy_j, step.after.energy_j)
     step.cause, step.why = _cause(blocks["base"], blocks["head"], th)
-    step.text = summary(step)
+    # another process on the GPU in a run either side: named, as the gate names it
+    step.text = summary(step) + records_note(recs_by["base"], recs_by["head"])
     step.id = data.point_id(f"{step.machine}|{step.series}|{step.after.commit}")
 
 
