@@ -63,7 +63,7 @@ def timed_elsewhere(policy: str, benchmark: str, params: dict[str, Any], key_fie
     that timed it before is timed again: a rerun replaces a measurement, never blanks it."""
     if timing_policy(policy) == "every":
         return None
-    commit = os.environ.get("ASV_COMMIT", "")
+    commit = record.commit_id() or ""
     same = [r for r in record.machine_records(benchmark, params, root)
             if r.get(key_field) == key and (r.get("measurement") or r.get("samples"))]
     if not same or any(r.get("commit") == commit for r in same):

@@ -49,9 +49,27 @@ def machine_name() -> str:
     return machine
 
 
+def commit_id() -> str | None:
+    """The commit asv measures: ``ASV_COMMIT``, else the commit installed in the asv
+    environment (``ASV_ENV_DIR/asv-install-status.json``). asv builds one environment for
+    the variants of an ``env_nobuild`` matrix (a gfx942 toolchain each) and, in a fresh run,
+    sets ASV_COMMIT for the first variant only: the others' records said "nocommit" (the
+    CPU machine, 2026-12-06, docs/journal/2026-12-06.md)."""
+    commit = os.environ.get("ASV_COMMIT")
+    if commit or not os.environ.get("ASV_ENV_DIR"):
+        return commit or None
+    try:
+        status = json.loads((Path(os.environ["ASV_ENV_DIR"]) / "asv-install-status.json")
+                            .read_text())
+    except (OSError, ValueError):
+        return None
+    found = status.get("commit_hash") if isinstance(status, dict) else None
+    return found if isinstance(found, str) and re.fullmatch(r"[0-9a-f]{7,64}", found) else None
+
+
 def record_path(benchmark: str, params: dict[str, Any], root: Path | None = None) -> Path:
     machine = machine_name()
-    commit = os.environ.get("ASV_COMMIT", "nocommit")[:8]
+    commit = (commit_id() or "nocommit")[:8]
     env = os.environ.get("ASV_ENV_NAME", "noenv")
     base = (root or record_root()) / machine / f"{commit}-{env}" / benchmark
     # one file per process: a later round must not overwrite an earlier one's record
@@ -80,7 +98,7 @@ def write_record(benchmark: str, params: dict[str, Any], payload: dict[str, Any]
         "benchmark": benchmark,
         "params": params,
         "machine": machine_name(),
-        "commit": os.environ.get("ASV_COMMIT"),
+        "commit": commit_id(),
         "env_name": os.environ.get("ASV_ENV_NAME"),
         **payload,
     })

@@ -78,3 +78,30 @@ def test_a_record_under_the_limit_is_whole(tmp_path: Path, monkeypatch: pytest.M
         "params": {"case": "c"}, "machine": "m1", "commit": "abcdef0123456789",
         "env_name": "env", "samples": [1.0]}]
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
+
+
+def test_a_record_knows_its_commit_where_asv_did_not_say_it(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch):
+    """asv builds one environment for the variants of an env_nobuild matrix (a gfx942
+    toolchain each) and sets ASV_COMMIT for the first only: the others' records were
+    "nocommit", and their compiles were skipped as timed at commit None. The commit
+    installed in the environment (asv's own install status) is the one measured."""
+    env_dir = tmp_path / "env"
+    env_dir.mkdir()
+    sha = "7613a5b0f9e6f9db74c9ed5defc7dcf8df7b25cc"
+    (env_dir / "asv-install-status.json").write_text(json.dumps({"commit_hash": sha}))
+    monkeypatch.setenv("KPERF_MACHINE", "m")
+    monkeypatch.setenv("ASV_ENV_NAME", "virtualenv-py3.11-KPERF_ROCM_TOOLCHAINrocm-7.2.2")
+    monkeypatch.delenv("ASV_COMMIT", raising=False)
+    monkeypatch.setenv("ASV_ENV_DIR", str(env_dir))
+    path = record.write_record("b.S.track_value", {"target": "gfx942"}, {"kind": "codegen"},
+                               tmp_path / "records")
+    assert json.loads(path.read_text())["commit"] == sha
+    assert path.parent.parent.name.startswith(sha[:8] + "-virtualenv")
+    monkeypatch.setenv("ASV_COMMIT", "a" * 40)  # asv's word wins where it gives one
+    assert record.commit_id() == "a" * 40
+    monkeypatch.delenv("ASV_COMMIT")
+    (env_dir / "asv-install-status.json").write_text("{not json")
+    assert record.commit_id() is None
+    monkeypatch.delenv("ASV_ENV_DIR")
+    assert record.commit_id() is None
