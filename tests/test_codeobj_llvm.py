@@ -236,3 +236,30 @@ def test_static_figures_take_the_threads_the_artifacts_know(built: Built) -> Non
     assert (launched["threads"], launched["threads_from"]) == (128, "launch")
     unknown = static.figures({"hsaco": built[0]}, "amd")
     assert (unknown["threads"], unknown["threads_from"]) == (256, "max_flat_workgroup_size")
+
+
+def _sections(disassembly: str) -> dict[str, str]:
+    """Each kernel's part of ``llvm-objdump -d``: its instruction lines, by kernel."""
+    parts = re.split(r"^[0-9a-f]+ <(\w+)>:$", disassembly, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_the_code_digest_is_the_instructions_and_the_resources(built: Built) -> None:
+    """vgpr_84 and vgpr_128 are the same instructions at other addresses (their clobbers
+    emit none) with other VGPR counts: the digest ("code unchanged" when equal) leaves out
+    addresses, encodings and the kernel's name, and keeps the resources."""
+    text = codeobj._run_tool("llvm-objdump", ["-d", "--mcpu=gfx942", "--no-show-raw-insn"],
+                             built[0])
+    sections = _sections(text)
+    a, b = sections["vgpr_84"], sections["vgpr_128"]
+
+    def instructions(section: str) -> list[str]:
+        return [line.split("//")[0].strip() for line in section.splitlines() if line.strip()]
+
+    assert instructions(a) == instructions(b) and a != b
+    resources = built[2]["vgpr_84"]
+    same = codeobj.code_digest(a, resources)
+    assert codeobj.code_digest(b, {**resources, "name": "vgpr_128"}) == same
+    assert built[2]["vgpr_128"]["vgpr_count"] != resources["vgpr_count"]
+    assert codeobj.code_digest(b, built[2]["vgpr_128"]) != same
+    assert codeobj.code_digest(sections["vgpr_pressure"], resources) != same

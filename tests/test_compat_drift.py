@@ -159,6 +159,52 @@ def test_the_kernel_source_digest_follows_the_compilers_versions(tmp_path, monke
     assert _digests.kernel_digest("gemm", "triton", {}, root) != timed
 
 
+def test_the_kernel_source_digest_follows_the_gfx942_toolchain_and_the_readers(
+        tmp_path, monkeypatch) -> None:
+    """It keys the static figures' cache: gfx942 TileLang code under another toolchain, or
+    figures read by a changed reader (an occupancy rule fixed in harness/codeobj.py), are
+    computed again, never served from the cache of before."""
+    from benchmarks import _digests
+    from harness import hip
+
+    root = tmp_path / "kernels"
+    (root / "gemm").mkdir(parents=True)
+    (root / "gemm" / "spec.py").write_text("g")
+    monkeypatch.setattr(hip, "toolchain_identity", lambda: "clang19 as found")
+    before = _digests.kernel_source_digest("gemm", root)
+    monkeypatch.setattr(hip, "toolchain_identity", lambda: "rocm-7.2.2")
+    assert _digests.kernel_source_digest("gemm", root) != before
+    monkeypatch.setattr(hip, "toolchain_identity", lambda: "clang19 as found")
+    assert _digests.kernel_source_digest("gemm", root) == before
+    real = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
+        b"# rule fixed" if self.name == "codeobj.py" else b""))
+    assert _digests.kernel_source_digest("gemm", root) != before
+
+
+def test_a_compile_digest_follows_its_own_compilers_only(tmp_path, monkeypatch) -> None:
+    """Another TileLang re-times TileLang's compiles, not Triton's; another Triton the
+    other way round."""
+    from benchmarks import _digests
+
+    root = tmp_path / "kernels"
+    (root / "gemm").mkdir(parents=True)
+    (root / "gemm" / "spec.py").write_text("g")
+
+    def digests() -> dict[str, str]:
+        return {b: _digests.compile_digest("gemm", b, "sm_90a", root)
+                for b in ("tilelang", "triton")}
+
+    before = digests()
+    with monkeypatch.context() as patch:
+        _versions_but(patch, "tilelang", "99.0.0")
+        moved = digests()
+    assert moved["triton"] == before["triton"] and moved["tilelang"] != before["tilelang"]
+    _versions_but(monkeypatch, "triton", "99.0.0")
+    moved = digests()
+    assert moved["tilelang"] == before["tilelang"] and moved["triton"] != before["triton"]
+
+
 @pytest.mark.parametrize("change", ["benchmarks/_case.py", "torch"])
 def test_the_baseline_digest_follows_the_case_runner_and_torch(monkeypatch,
                                                                change: str) -> None:

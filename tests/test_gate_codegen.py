@@ -134,3 +134,41 @@ def test_each_toolchain_gets_a_row_with_tritons_gfx942_code_in_it() -> None:
     summary = codegen.summary_json(found)
     assert [g["verdict"] for g in summary] == ["SLOW", "SLOW", "SAME"]
     assert summary[0]["kernels"][0]["config_change"] == "block_K 32 → 64"
+
+
+def test_a_compile_that_held_is_not_named() -> None:
+    static, comp = _case(SM, "sm_90a"), _case(SM.replace("Occupancy", "Compile").replace(
+        "track_value", "track_compile"), "sm_90a", kind="compile")
+    sides = DATA["kernels"][SM]
+    (kernel,) = codegen.kernels([static, comp], _rows(static, sides["base"], sides["head"]),
+                                [_v(static), _v(comp, "SAME", unit="seconds", ratio=1.01,
+                                                before=1.52, after=1.54)])
+    assert codegen.cause_line(kernel).endswith("sm_90a code unchanged")
+
+
+def test_gfx942_tilelang_cases_alone_are_judged_per_toolchain() -> None:
+    """A toolchain compiles TileLang's HIP source for gfx942 only: Triton's gfx942 cases,
+    sm_90a's cases and the timed ones are judged once."""
+    from tools.gate import cli
+
+    cases = [_case(GFX, "gfx942"), _case(TRITON, "gfx942", "triton"), _case(SM, "sm_90a"),
+             {**_case(GFX.replace("Occupancy", "Time").replace("track_value", "track_time"),
+                      "gfx942"), "kind": "time"}]
+    out = cli.per_toolchain(cases, ["clang19", "rocm-7.2.2"])
+    assert [c["name"] for c in out] == [f"{GFX} [clang19]", f"{GFX} [rocm-7.2.2]", TRITON, SM,
+                                        cases[3]["name"]]
+    assert [c.get("toolchain") for c in out] == ["clang19", "rocm-7.2.2", None, None, None]
+
+
+def test_a_case_this_machine_cannot_build_is_left_out_saying_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness import static
+    from tools.gate import cli
+
+    monkeypatch.setattr(static, "unavailable", lambda target, backend, chain=None: (
+        "rocm-7.0.2: not installed" if chain == "rocm-7.0.2" else ""))
+    cases = cli.per_toolchain([_case(GFX, "gfx942"), _case(SM, "sm_90a")],
+                              ["clang19", "rocm-7.0.2"])
+    kept, why = cli.buildable(cases)
+    assert [c["name"] for c in kept] == [f"{GFX} [clang19]", SM]
+    assert why == {"gfx942/tilelang/rocm-7.0.2": "rocm-7.0.2: not installed"}

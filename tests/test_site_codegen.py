@@ -147,3 +147,22 @@ def test_codegen_page_escapes_what_records_say() -> None:
                                {"c" * 40: {"subject": HOSTILE, "time": 0}})
     assert "<script>window" not in html and "<img src=x" not in html
     assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 8
+
+
+def test_the_figures_stand_beside_each_machines_latest_time_per_call() -> None:
+    """Per machine its latest commit's times (a backend not timed there is not shown, nor
+    taken from an earlier commit), for the table's suite, case and dtype."""
+    old, new = "a" * 40, "b" * 40
+
+    def timed(machine: str, commit: str, tilelang: float | None, triton: float | None):
+        row = {"result": [tilelang, triton], "params": [["'square-4096'"], ["'fp16'"],
+                                                         ["'tilelang'", "'triton'"]]}
+        return data.ResultFile(machine=machine, commit=commit, env_name="env", date=1,
+                               label="x", results={"bench_gemm.GemmTime.track_time": row})
+
+    files = [timed("gpu2", old, 5e-5, 6e-5), timed("gpu1", new, 2e-5, float("nan")),
+             timed("gpu1", old, 3e-5, 4e-5)]
+    found = codegen.timings_beside(files, {}, {old: 1, new: 2})
+    assert found == {("bench_gemm.Gemm", "square-4096", "fp16"): [
+        codegen.Timing("gpu1", new, {"tilelang": 2e-5}),
+        codegen.Timing("gpu2", old, {"tilelang": 5e-5, "triton": 6e-5})]}

