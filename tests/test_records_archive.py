@@ -184,3 +184,25 @@ def test_the_codegen_runners_folders_travel_beside_the_records(tmp_path: Path) -
     stray.write_bytes((artifact / "records" / M / "night.tar.xz").read_bytes())
     with pytest.raises(ra.ArchiveError, match=r"records,codegen-records,compile-records"):
         ra.store(tmp_path / "stray", branch)
+
+
+def test_a_night_packs_its_own_records_not_those_it_began_from(tmp_path: Path) -> None:
+    """The CPU codegen runner starts from earlier nights' compile records (so it times a
+    compile again only where it changed); its archive holds what it wrote itself."""
+    import os
+    import tarfile
+    import time
+
+    root = tmp_path / "compile-records"
+    earlier = _records(root, n=3)
+    for rel in earlier:  # unpacked from earlier nights: their own (older) times
+        os.utime(root / rel, (1.0e9, 1.0e9))
+    started = time.time()
+    rel = f"{M}/fedcba09-env/bench_gemm.GemmCompile.track_compile/{9:016x}.1.9.json"
+    (root / rel).parent.mkdir(parents=True)
+    (root / rel).write_text('{"kind": "compile"}')
+    out = tmp_path / "night" / M / "n.tar.xz"
+    assert ra.pack(root, M, out, since=started) == 1
+    with tarfile.open(out) as tar:
+        assert tar.getnames() == [rel]
+    assert ra.pack(root, M, tmp_path / "all" / M / "n.tar.xz") == 4  # since 0: every file

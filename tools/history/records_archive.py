@@ -61,8 +61,9 @@ def _atomic_tar(out: Path, members: Sequence[tuple[Path, str]]) -> None:
         raise
 
 
-def pack(records_root: Path, machine: str, out: Path) -> int:
-    """Every file under ``records_root/<machine>`` into ``out`` (tar.xz, names relative to
+def pack(records_root: Path, machine: str, out: Path, since: float = 0.0) -> int:
+    """Every file under ``records_root/<machine>`` (written at or after ``since``: a night
+    that began from earlier nights' records packs its own) into ``out`` (tar.xz, names relative to
     ``records_root``); returns how many. Written atomically: a full disk or a kill leaves
     no archive, never a truncated one."""
     base = inside(records_root, safe_name(machine, "--machine"), what="machine")
@@ -72,7 +73,7 @@ def pack(records_root: Path, machine: str, out: Path) -> int:
     for path in sorted(base.rglob("*")):
         if path.is_symlink() or not (path.is_file() or path.is_dir()):
             raise ArchiveError(f"{path}: not a regular file; records are plain JSON files")
-        if path.is_file():
+        if path.is_file() and path.stat().st_mtime >= since:  # since: a night's own only
             members.append((path, path.relative_to(records_root).as_posix()))
     if not members:
         raise ArchiveError(f"{base}: no record files to pack")

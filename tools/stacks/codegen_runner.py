@@ -32,6 +32,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +123,7 @@ def nightly_config(conf: dict[str, Any], repo: Path, chains: list[str]) -> dict[
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:
-    repo = args.repo
+    repo, started = args.repo, time.time()
     try:
         chains = prepare(args.rocm_toolchain)
     except (MatrixError, ConfigError) as err:
@@ -149,7 +150,7 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         # asv's 1 for NEW: no new commit; 2: some benchmark failed (recorded)
         code = max(code, 0 if rc in (0, 1, 2) else rc)
     if args.out:
-        collect(repo, conf, info["machine"], args.out.resolve(), args.night)
+        collect(repo, conf, info["machine"], args.out.resolve(), args.night, started)
     return code
 
 
@@ -157,8 +158,11 @@ def _bench_args(regexes: list[str]) -> list[str]:
     return [arg for regex in regexes for arg in ("-b", regex)]
 
 
-def collect(repo: Path, conf: dict[str, Any], machine: str, out: Path, night: str) -> None:
-    """The night's results and records, laid out as the results branch keeps them."""
+def collect(repo: Path, conf: dict[str, Any], machine: str, out: Path, night: str,
+            since: float = 0.0) -> None:
+    """The night's results and its own records (written at or after ``since``: the
+    compile records of earlier nights it began from stay in theirs), laid out as the
+    results branch keeps them."""
     results = (repo / conf.get("results_dir", ".asv/results")).resolve()
     if (results / machine).is_dir():
         shutil.copytree(results / machine, out / "results" / machine, dirs_exist_ok=True)
@@ -167,9 +171,10 @@ def collect(repo: Path, conf: dict[str, Any], machine: str, out: Path, night: st
     stamp = f"{dt.datetime.now(dt.UTC):%Y-%m-%d}-{night}"
     for folder in records_archive.RECORD_FOLDERS:
         root = repo / ".asv" / folder
-        if (root / machine).is_dir():
+        if (root / machine).is_dir() and any(
+                p.stat().st_mtime >= since for p in (root / machine).rglob("*.json")):
             records_archive.pack(root, machine, out / folder / machine
-                                 / f"{stamp}{records_archive.ARCHIVE_SUFFIX}")
+                                 / f"{stamp}{records_archive.ARCHIVE_SUFFIX}", since)
 
 
 # --------------------------------------------------------------------------- CLI
