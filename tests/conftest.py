@@ -1,29 +1,125 @@
-"""Shared fixtures. Caches go to a per-session temp dir so tests never touch ~/.triton."""
+"""Shared fixtures. Caches go to a per-session temp dir so tests never touch ~/.triton.
+
+What a test run shares with the rest of the machine, and how it stops sharing it (issue 45,
+docs/reliability.md "Tests beside other runs"):
+- its caches (Triton, TileLang, the fake ROCm tree, the static figures) are in one folder
+  of this session's, removed when the session ends; a pytest that a test starts (the
+  mutation run) uses its parent's;
+- a network, after setup: every HTTP(S) proxy points at a closed port, so a test that would
+  download (pip, npm) fails at once, naming it, instead of depending on the network;
+- the gfx942 toolchain a developer's shell may name (``KPERF_ROCM_TOOLCHAIN``): unset; a
+  test that wants one names it;
+- Ctrl-C: a process started in the background by a non-interactive shell ignores SIGINT,
+  and so do its children. A test that interrupts a child with SIGINT starts it so
+  (``ignore_sigint``) and the child restores Python's handler, as a terminal has it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-_CACHE = Path(tempfile.mkdtemp(prefix="kperf-test-cache-"))
-os.environ.setdefault("TRITON_CACHE_DIR", str(_CACHE / "triton"))
-os.environ.setdefault("TILELANG_CACHE_DIR", str(_CACHE / "tilelang"))
+CACHE_ENV = "KPERF_TEST_CACHE"
+# this session's scratch folder, or the one of the session that started this pytest
+_OWN_CACHE = not os.environ.get(CACHE_ENV)
+if _OWN_CACHE:
+    os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="kperf-test-cache-")
+CACHE = Path(os.environ[CACHE_ENV])
+os.environ.setdefault("TRITON_CACHE_DIR", str(CACHE / "triton"))
+os.environ.setdefault("TILELANG_CACHE_DIR", str(CACHE / "tilelang"))
+# benchmarks/_static.py keeps the static figures under $ASV_ENV_DIR (asv sets it in its
+# benchmarks), else in a /tmp/kperf-static that every checkout shared
+os.environ.setdefault("ASV_ENV_DIR", str(CACHE / "asv-env"))
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+# measurement workers that a tool the tests start makes without a folder named to it (the
+# gate's: worker_dir() then made a /tmp/kperf-workers-* that stayed) live here, never in a
+# folder of the developer's shell that another run's workers share; short: a socket path
+# must fit AF_UNIX's 108 bytes
+os.environ["KPERF_WORKER_DIR"] = tempfile.mkdtemp(prefix="w", dir=CACHE)
 # the gfx942 toolchain setup_env.sh unpacked here, also for the clones tests make (asv
 # loads harness/ from a clone's working tree, which has no .cache of its own)
 os.environ.setdefault("KPERF_ROCM_ROOT", str(REPO / ".cache" / "rocm-toolchain"))
+os.environ.pop("KPERF_ROCM_TOOLCHAIN", None)
+# no network after setup: a download fails at once (port 9, discard, is closed here)
+DEAD_PROXY = "http://127.0.0.1:9"
+for _name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+              "all_proxy"):
+    os.environ[_name] = DEAD_PROXY
+os.environ["no_proxy"] = os.environ["NO_PROXY"] = "localhost,127.0.0.1,::1"
+# every pip of the run (asv's environments, the stack matrix) installs from the wheels that
+# tools/test.sh downloaded before pytest (tests/_wheels.py), never from an index
+os.environ["PIP_NO_INDEX"] = "1"
+os.environ["PIP_FIND_LINKS"] = str(REPO / ".cache" / "test-wheels")
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 
-def _has_gpu() -> bool:
+def _left_running() -> dict[int, str]:
+    """{pid: command} of the processes this session started that still run: each names
+    this session's folder in its environment, as every process it started does."""
+    marker, found = f"{CACHE_ENV}={CACHE}".encode(), {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(
+                    b"\0", b" ").decode(errors="replace")[:160]
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    # this process's own helper, which ends with it
+    return {pid: cmd for pid, cmd in found.items() if "multiprocessing.resource_tracker" not in cmd}
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    for pid, command in _left_running().items() if _OWN_CACHE else ():
+        terminalreporter.write_line(f"left running by a test, stopped now: {pid} {command}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's folder goes, and what its tests left running (a measurement worker
+    in its idle time holds a GPU's memory). pytest's own tmp_path folders stay where pytest
+    keeps its last three sessions' (under them a socket's path must stay short)."""
+    if not _OWN_CACHE:
+        return
+    for pid in _left_running():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(CACHE, ignore_errors=True)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    from tests import _wheels
+
+    missing = [pin for pin in _wheels.requirements() if not _wheels.have(pin)]
+    if missing:
+        return (f"missing from {_wheels.WHEELS}: {' '.join(missing)}; the tests that build "
+                f"asv environments fail without them: run .venv/bin/python -m tests._wheels")
+    return None
+
+
+def ignore_sigint() -> None:
+    """A ``preexec_fn``: the child starts with SIGINT ignored, as a command that a
+    non-interactive shell starts in the background (``cmd &``) does, whatever this pytest
+    was started as. A test that sends SIGINT has its child restore Python's handler."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@functools.cache
+def has_gpu() -> bool:
+    """Asked once a GPU test is collected (importing torch takes seconds)."""
     try:
         import torch
 
@@ -32,13 +128,10 @@ def _has_gpu() -> bool:
         return False
 
 
-HAS_GPU = _has_gpu()
-
-
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA/ROCm GPU; run on the GPU machine")
     for item in items:
-        if "gpu" in item.keywords and not HAS_GPU:
+        if "gpu" in item.keywords and not has_gpu():
             item.add_marker(skip_gpu)
 
 

@@ -8,6 +8,7 @@ no temporary file behind (a SIGKILL of the tool itself can leave only its hash f
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -17,9 +18,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import ignore_sigint
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_ASV = REPO / "tests" / "fake_asv"
@@ -28,8 +32,9 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 # tools.history.bench with the slow probes replaced (no torch import, no ~/.asv-machine.json) and
 # every path under the test's folder instead of the repository
 BENCH_DRIVER = f"""
-import sys
+import signal, sys
 from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal (_bench)
 from tools.history import asvrun, bench
 root = Path(sys.argv[1])
 real_env = asvrun.asv_env
@@ -75,10 +80,32 @@ def _records(root: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((root / ".asv" / "records").rglob("*.json"))]
 
 
+_STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_tool_outlives_its_test() -> Iterator[None]:
+    """A test that failed (a timeout) leaves no tool or fake asv running beside the tests
+    that follow: each one's process group is killed."""
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+
+
 def _bench(root: Path, *args: str, **fake: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", BENCH_DRIVER, str(root), *args], cwd=REPO,
+    """The tool in a session of its own, started with SIGINT ignored, as a non-interactive
+    shell starts a background job (``bash tools/test.sh &`` beside a main job): the driver
+    gives it Python's Ctrl-C handler, as a terminal's foreground job has it. Inherited
+    ignored, SIGINT did nothing and the Ctrl-C tests waited out their 60 s (issue 45)."""
+    proc = subprocess.Popen([sys.executable, "-c", BENCH_DRIVER, str(root), *args], cwd=REPO,
                             env=_env(root, **fake), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=ignore_sigint)
+    _STARTED.append(proc)
+    return proc
 
 
 def _wait_ready(proc: subprocess.Popen, root: Path, within_s: float = 60.0) -> None:

@@ -11,11 +11,43 @@ from typing import Any
 
 import pytest
 
-from harness import timing
+from harness import reps, timing
 from harness.reps import Runner, reps_queued
 from harness.timing import Plan, measure
 
 from .fakes import FAST, FakeGpu, FakeKernel
+
+
+class HostClock:
+    """The clock ``harness.reps`` reads the host's pace by (``time.perf_counter``), here
+    the simulated host's: a launch spends what it costs the host, a synchronize waits for
+    the GPU work still queued, and nothing else moves it. On the real clock (busy waits)
+    every other process of a loaded machine slowed this host: a launch of 100 us read more
+    now and then, and holds and retakes followed it (issue 45, 2026-12-06)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def perf_counter(self) -> float:
+        return self.t
+
+    def spend(self, seconds: float) -> None:
+        self.t += seconds
+
+
+HOST = HostClock()
+
+
+@pytest.fixture(autouse=True)
+def _host_on_its_own_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    HOST.t = 0.0
+    monkeypatch.setattr(reps, "time", HOST)
+
+    def synchronize(gpu: FakeGpu) -> None:
+        HOST.spend(max(0.0, gpu.now - gpu.host))
+        gpu.host = gpu.now = max(gpu.now, gpu.host)
+
+    monkeypatch.setattr(FakeGpu, "synchronize", synchronize)
 
 
 def test_each_trial_says_how_many_reps_the_host_had_queued_ahead():
@@ -30,17 +62,13 @@ def test_each_trial_says_how_many_reps_the_host_had_queued_ahead():
 
 
 def _slow_host_kernel(gpu: FakeGpu, host_s: float, kernel_s: float):
-    """A launch that really costs the host ``host_s`` (the loop reads the host's time on
-    its own clock) and the simulated host the same."""
-    import time
-
+    """A launch that costs the host ``host_s``: on the clock the loop reads the host's
+    time by (``HOST``) and on the fake GPU's host axis alike."""
     gpu.launch_overhead_s = host_s
     kernel = FakeKernel(gpu, cycles=1500e6 * kernel_s)
 
     def launch() -> None:
-        until = time.perf_counter() + host_s
-        while time.perf_counter() < until:
-            pass
+        HOST.spend(host_s)
         kernel()
 
     return launch
@@ -135,9 +163,7 @@ def _host_slowing_in_the_trials(gpu: FakeGpu, monkeypatch: pytest.MonkeyPatch, h
 
     def launch() -> None:
         gpu.launch_overhead_s = slow_s if kernel.calls >= slow_from else host_s
-        until = time.perf_counter() + gpu.launch_overhead_s
-        while time.perf_counter() < until:
-            pass
+        HOST.spend(gpu.launch_overhead_s)
         kernel()
 
     return launch
@@ -185,15 +211,13 @@ def test_without_retakes_the_trials_the_host_fell_behind_in_are_kept(
 def _host_ever_slower(gpu: FakeGpu, kernel_s: float, step_s: float) -> Callable[[], None]:
     """A host that never keeps up and slows with every launch: each launch costs the
     simulated host 5 ms, more than a flush, the longest hold and the kernel take the GPU,
-    and on the real clock, which the loop reads the host's pace by, 20 us plus ``step_s``
+    and on the clock the loop reads the host's pace by (``HOST``) 20 us plus ``step_s``
     for each launch before it, so every trial asks for a longer hold than the last."""
     kernel = FakeKernel(gpu, cycles=1500e6 * kernel_s)
     gpu.launch_overhead_s = 5e-3
 
     def launch() -> None:
-        until = time.perf_counter() + 20e-6 + step_s * kernel.calls
-        while time.perf_counter() < until:
-            pass
+        HOST.spend(20e-6 + step_s * kernel.calls)
         kernel()
 
     return launch
@@ -256,15 +280,13 @@ def test_the_estimate_is_the_kernels_time_not_the_hosts():
 
 def _host_slow_outside_graphs(gpu: FakeGpu, host_s: float, kernel_s: float
                               ) -> Callable[[], None]:
-    """A launch that costs the host ``host_s`` (simulated and real) one by one and nothing
-    inside a graph replay, where the driver launches the calls."""
+    """A launch that costs the host ``host_s`` (on ``HOST`` and the fake GPU's host axis)
+    one by one and nothing inside a graph replay, where the driver launches the calls."""
     gpu.launch_overhead_s = host_s
     kernel = FakeKernel(gpu, cycles=1500e6 * kernel_s)
 
     def launch() -> None:
-        until = time.perf_counter() + (0.0 if gpu.in_graph else host_s)
-        while time.perf_counter() < until:
-            pass
+        HOST.spend(0.0 if gpu.in_graph else host_s)
         kernel()
 
     return launch

@@ -100,8 +100,10 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @functools.cache
 def _shots_dir() -> Path:
-    """Made on the first screenshot, not when the module is collected."""
-    shots = Path(os.environ.get("KPERF_SCREENSHOTS") or tempfile.mkdtemp(prefix="kperf-shots-"))
+    """Made on the first screenshot, not when the module is collected: ``KPERF_SCREENSHOTS``
+    to keep them (docs/site.md), else in the test session's folder, removed with it."""
+    shots = Path(os.environ.get("KPERF_SCREENSHOTS")
+                 or tempfile.mkdtemp(prefix="kperf-shots-", dir=os.environ.get("KPERF_TEST_CACHE")))
     shots.mkdir(parents=True, exist_ok=True)
     return shots
 

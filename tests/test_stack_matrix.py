@@ -2,8 +2,9 @@
 
 Fast tests cover the pieces (site discovery, pins, derived config, stack selection and
 verdicts on hand-made asv result files). The slow test runs a real asv matrix over two
-Triton releases from the package index on the CPU-side benchmarks, publishes it, and
-compares the two stacks with tools.stacks.stackcmp.
+Triton releases (wheels that tools/test.sh downloaded before the run, tests/_wheels.py) on
+the CPU-side benchmarks, publishes it, and compares the two stacks with
+tools.stacks.stackcmp.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tests._wheels import MATRIX_TRITON as TRITON_VERSIONS  # downloaded before the run
 from tools.stacks import matrix, stackcmp
 
 REPO = Path(__file__).resolve().parent.parent
-TRITON_VERSIONS = ("3.7.1", "3.8.0")
 MACHINE = "stack-matrix-test"
 CASES = (r"^bench_gemm\.Gemm(Registers|Scratch|SharedMem|Compile)\.track_\w+"
          r"\('gfx942', 'fp16', 'triton'\)$")

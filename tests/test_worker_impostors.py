@@ -129,17 +129,14 @@ def test_the_default_worker_folder_cannot_be_taken_first_by_another_user(
     name, exported to this process's children. The old predictable
     ``/tmp/kperf-workers-<uid>``, made first by another user (a real one where this runs as
     root, else a folder open to others under a uid of its own), fails nothing."""
-    uid = 2**31 - 17  # no real user's: the folder below is this test's alone
-    squatted = Path(f"/tmp/kperf-workers-{uid}")
-    squatted.mkdir(mode=0o755)
-    if os.geteuid() == 0:
-        os.chown(squatted, NOBODY, NOBODY)
-    monkeypatch.setattr(os, "getuid", lambda: uid)
-    monkeypatch.delenv("KPERF_WORKER_DIR")
-    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setattr(tempfile, "tempdir", str(workers.root))
     made: list[Path] = []
+    squatted = None
     try:
+        uid, squatted = _squat_old_worker_folder()
+        monkeypatch.setattr(os, "getuid", lambda: uid)
+        monkeypatch.delenv("KPERF_WORKER_DIR")
+        monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+        monkeypatch.setattr(tempfile, "tempdir", str(workers.root))
         client = workers.client()
         made.append(client.dir)
         assert workers.pid(client) > 0  # served: a timed case would be measured
@@ -159,4 +156,32 @@ def test_the_default_worker_folder_cannot_be_taken_first_by_another_user(
     finally:
         for folder in made:
             retire(folder)
-        squatted.rmdir()
+        if squatted is not None:
+            squatted.rmdir()
+
+
+def _squat_old_worker_folder() -> tuple[int, Path]:
+    """(uid, folder): the old predictable ``/tmp/kperf-workers-<uid>`` of a uid that is no
+    real user's and whose folder nobody made yet, made here first as another user would.
+    A fixed uid collided with a second test run on the machine, and with a folder that a
+    killed run left (issue 45)."""
+    import pwd
+    import random
+
+    for _ in range(100):
+        uid = random.randrange(2**30, 2**31 - 2)
+        try:
+            pwd.getpwuid(uid)
+            continue  # a real user's
+        except KeyError:
+            pass
+        squatted = Path(f"/tmp/kperf-workers-{uid}")
+        try:
+            squatted.mkdir(mode=0o755)
+        except FileExistsError:
+            continue
+        squatted.chmod(0o755)  # whatever the umask: open to others
+        if os.geteuid() == 0:
+            os.chown(squatted, NOBODY, NOBODY)
+        return uid, squatted
+    raise AssertionError("no free uid for /tmp/kperf-workers-<uid> in 100 tries")

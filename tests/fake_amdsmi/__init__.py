@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -16,16 +16,20 @@ def fake_rocm() -> Path:
     """The fake ROCm tree for this process, built once and reused while its inputs match.
 
     Built in a private directory and renamed into place, so parallel test runs never load
-    a half-written library.
+    a half-written library. Kept in the test session's cache folder (tests/conftest.py),
+    removed with it; outside a test session, in the temporary folder.
     """
     digest = build.source_digest()
-    target = Path(tempfile.gettempdir()) / f"kperf-fake-rocm-{os.getuid()}-{digest}"
+    cache = os.environ.get("KPERF_TEST_CACHE") or tempfile.gettempdir()
+    target = Path(cache) / f"kperf-fake-rocm-{os.getuid()}-{digest}"
     if (target / "lib" / "libamd_smi.so").exists():
         return target
-    scratch = Path(tempfile.mkdtemp(prefix="kperf-fake-rocm-build-"))
+    scratch = Path(tempfile.mkdtemp(prefix="kperf-fake-rocm-build-", dir=cache))
     build.build(scratch)
-    with contextlib.suppress(OSError):  # another process won the race; its tree is identical
+    try:
         scratch.rename(target)
+    except OSError:  # another process won the race; its tree is identical
+        shutil.rmtree(scratch, ignore_errors=True)
     return target
 
 
