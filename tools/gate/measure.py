@@ -10,6 +10,8 @@ from them.
 from __future__ import annotations
 
 import contextlib
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +36,11 @@ BLOCK_TIMEOUT_S = 300.0
 # on the host move much less than its wall time (docs/perf.md, "Compile time on a shared
 # host").
 COMPILE_SAMPLES = 1
+# Compile cases measured at once, each by its own pair of codegen workers (the cores of a
+# GitHub-hosted runner, 4; 2 on the CPU machine); a SLOW or FAST's confirming pair is a
+# fresh one numbered from CONFIRM_GENERATIONS.
+COMPILE_PARALLEL = max(1, min(4, os.cpu_count() or 1))
+CONFIRM_GENERATIONS = 1000
 CONFIRM_RESERVE = 0.85  # the rounds stop at this share of the gate's budget: room to confirm
 
 
@@ -178,22 +185,25 @@ class Measurer:
         self.ledger.record(case, block, lane)
         return block
 
-    def compile_rounds(self, case: dict[str, Any], lane: Lane) -> None:
+    def compile_rounds(self, case: dict[str, Any], lane: Lane, generation: int = 0) -> None:
         """A cold compile's rounds, base and head alternating, until its verdict is
-        decided or ``max_rounds``; a SLOW or FAST is then confirmed by ``confirm_rounds``
+        decided, ``max_rounds`` or the case's budget (``case_wall_s``), in the codegen
+        workers of ``generation``; a SLOW or FAST is then confirmed by ``confirm_rounds``
         rounds of a fresh pair of codegen workers. Compiles are host work: the sides'
         order alternates so that what the host does meanwhile falls on both."""
         seq, name = self.th.sequential, case["name"]
         done = {r["round"] for r in self.ledger.rows if r["case"] == name and not r["confirm"]}
         for number in range(max(done, default=0) + 1, seq.max_rounds + 1):
-            if self.stopping.is_set() or self._compile_verdict(name).decided:
+            if (self.stopping.is_set() or self._compile_verdict(name).decided
+                    or self.ledger.case_wall(name) >= self.th.case_wall_s):
                 break
-            self._compile_round(case, lane, number, False, 0)
+            self._compile_round(case, lane, number, False, generation)
         verdict = self._compile_verdict(name)
         if verdict.candidate and verdict.confirmed is None and not self.stopping.is_set():
             first = max((r["round"] for r in self.ledger.rows if r["case"] == name), default=0)
+            fresh = CONFIRM_GENERATIONS + self.index[name]  # a pair no other case uses
             for number in range(first + 1, first + 1 + seq.confirm_rounds):
-                self._compile_round(case, lane, number, True, 1)
+                self._compile_round(case, lane, number, True, fresh)
 
     def _compile_round(self, case: dict[str, Any], lane: Lane, number: int, confirm: bool,
                        generation: int) -> None:
@@ -278,9 +288,12 @@ class Run:
         by_name, rows = self.ledger.by_name, self.ledger.rows
         statics = [(c, lane) for lane in self.plan.lanes for c in map(by_name.get, lane.cases)
                    if c["kind"] == "static" and not any(r["case"] == c["name"] for r in rows)]
+        timed = any(c["kind"] == "time" for c in self.plan.cases)
+        if not timed:  # first: their compiles leave the static figures in the cache
+            self._compiles()
         with self.threads(2) as pool:
             static_jobs = [pool.submit(self.measurer.static, c, lane) for c, lane in statics]
-            if any(c["kind"] == "time" for c in self.plan.cases):
+            if timed:
                 if self.ledger.rounds_done() == 0:  # the first pair (a resumed run's: new)
                     for lane in self.plan.lanes:
                         self.measurer.prepare(lane, [by_name[n] for n in lane.cases
@@ -288,20 +301,35 @@ class Run:
                     self.pair_rounds = 0
                 stopped = self._rounds()
             else:  # what ends a compile case's rounds is its verdict or max_rounds
-                stopped = (f"a compile case's rounds end at its verdict or at "
-                           f"{self.th.sequential.max_rounds} rounds")
+                stopped = (f"a compile case's rounds end at its verdict, at "
+                           f"{self.th.sequential.max_rounds} rounds or at its budget of "
+                           f"{self.th.case_wall_s:.0f} s")
             join(static_jobs)
         self._confirm()
-        self._compiles()
+        if timed:  # after the timed rounds: a compile's host load would disturb them
+            self._compiles()
         return stopped
 
     def _compiles(self) -> None:
-        """Each compile case's rounds, one case at a time after the static figures, so
-        that no other compile of the gate's shares the host with a timed one."""
-        for lane in self.plan.lanes:
-            for name in lane.cases:
-                if self.ledger.by_name[name]["kind"] == "compile" and not self.stopping.is_set():
-                    self.measurer.compile_rounds(self.ledger.by_name[name], lane)
+        """The compile cases' rounds, ``COMPILE_PARALLEL`` cases at a time, each in a pair
+        of codegen workers of its own while it runs: a case's figure is CPU seconds,
+        which another compile on another core moves little (docs/gate.md)."""
+        cases = [(self.ledger.by_name[n], lane) for lane in self.plan.lanes for n in lane.cases
+                 if self.ledger.by_name[n]["kind"] == "compile"]
+        free: queue.SimpleQueue[int] = queue.SimpleQueue()
+        for generation in range(2, 2 + COMPILE_PARALLEL):
+            free.put(generation)
+
+        def job(case: dict[str, Any], lane: Lane) -> None:
+            generation = free.get()
+            try:
+                if not self.stopping.is_set():
+                    self.measurer.compile_rounds(case, lane, generation)
+            finally:
+                free.put(generation)
+
+        with self.threads(COMPILE_PARALLEL) as pool:
+            join([pool.submit(job, case, lane) for case, lane in cases])
 
     def _rounds(self) -> str:
         number = self.ledger.rounds_done()
