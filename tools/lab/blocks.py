@@ -6,7 +6,9 @@
 Each slot is its own measurement worker (a process with its own GPU context, inputs and
 compiled kernel) timing the same case, with that slot's configuration overrides. A round
 measures one block per slot (warm-up until settled, then ``--trials`` trials), the slots'
-order rotating from round to round. Identical slots are an A/A: the spread of block
+order rotating from round to round. A slot's ``before`` (a list of case specs) is measured
+once by its worker, in order, before the rounds (round -1): what a history's worker
+measured before a case. Identical slots are an A/A: the spread of block
 medians inside a worker, between workers and between rounds says what a gate's replicate
 must be. A slot's ``plan`` key changes that slot's measurement plan, e.g.
 ``{"plan": {"placements": 4}}``: inputs copied to 4 new places in memory for every block.
@@ -49,7 +51,8 @@ def run(spec: dict[str, Any], slots: list[dict[str, Any]], rounds: int,
     suite = Path(__file__).resolve().parents[2] / "benchmarks" / "__init__.py"
     workers = [gate_worker(f"blocks-{i}", sys.path, f"slot {i}", dict(os.environ), suite)
                for i in range(len(slots))]
-    overrides = [{k: v for k, v in slot.items() if k != "plan"} for slot in slots]
+    overrides = [{k: v for k, v in slot.items() if k not in ("plan", "before")}
+                 for slot in slots]
     specs = [dict(spec, overrides=o) if o else spec for o in overrides]
     plans = [{**plan, **slot.get("plan", {})} for slot in slots]
     start = time.time()
@@ -58,6 +61,14 @@ def run(spec: dict[str, Any], slots: list[dict[str, Any]], rounds: int,
         _ask(worker, {"op": "prepare", "spec": s}, 600, i, failed)
     prepared_s = time.time() - start
     blocks = []
+    for i, (worker, slot) in enumerate(zip(workers, slots, strict=True)):
+        for before in slot.get("before", []):  # what the worker measures first, in order
+            result = _ask(worker, {"op": "measure", "spec": before, "plan": plans[i]}, 300,
+                          i, failed)
+            blocks.append({"round": -1, "slot": i, "spec": before,
+                           **(block_summary(result) if result else {"error": failed[i]})})
+            if i in failed:
+                break
     for r in range(rounds):
         order = [(r + i) % len(slots) for i in range(len(slots))]
         for i in order:
