@@ -133,3 +133,33 @@ def test_a_slot_that_fails_is_that_slots_failure_and_the_others_go_on(
     text = blocks_report.report(json.loads(path.read_text()), "exp")
     assert text.count("| `{") == 2 and '| 88-88 |' in text
     assert 'Failed: slot 1 (`{"plan": {"placements": 16}}`): ' + fails_on in text
+
+
+def test_a_slots_before_cases_are_measured_first_in_its_own_worker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``before``: what a history's worker measured before the case, in order, by the
+    slot's own worker, as round -1; the other slots' workers measure none of it."""
+    from tools.gate import workers as gate_workers
+    from tools.lab import blocks
+
+    asked: list[list[dict]] = [[], []]
+
+    class Recording(_FakeWorker):
+        def __init__(self, i: int) -> None:
+            super().__init__(None)
+            self.i = i
+
+        def request(self, message: dict, timeout_s: float) -> dict:
+            asked[self.i].append(message)
+            return super().request(message, timeout_s)
+
+    made = iter([Recording(0), Recording(1)])
+    monkeypatch.setattr(gate_workers, "gate_worker", lambda *a, **k: next(made))
+    spec = {"op": "rmsnorm", "case": "kv", "dtype": "fp16", "backend": "tilelang"}
+    first = [dict(spec, case="hidden", backend=b) for b in ("tilelang", "torch")]
+    data = blocks.run(spec, [{}, {"before": first}], 2, {})
+    measured = [[m["spec"] for m in msgs if m["op"] == "measure"] for msgs in asked]
+    assert measured[0] == [spec, spec]
+    assert measured[1] == [*first, spec, spec]
+    assert [b.get("spec") for b in data["blocks"] if b["round"] == -1] == first
+    assert all(b["slot"] == 1 for b in data["blocks"] if b["round"] == -1)
