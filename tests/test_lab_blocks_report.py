@@ -163,3 +163,4 @@ def test_a_slots_before_cases_are_measured_first_in_its_own_worker(
     assert measured[1] == [*first, spec, spec]
     assert [b.get("spec") for b in data["blocks"] if b["round"] == -1] == first
     assert all(b["slot"] == 1 for b in data["blocks"] if b["round"] == -1)
+    assert [len(v) for v in blocks_report.arms(data).values()] == [2, 2]  # not the before

@@ -63,11 +63,12 @@ def _pooled_sd(groups: list[list[float]]) -> float | None:
 
 def arms(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """The measured blocks of each arm, an arm named by its slot's settings (a failed
-    slot's are left out: ``failures``)."""
+    slot's are left out: ``failures``; so are a slot's ``before`` cases, round -1, which
+    are other cases)."""
     names = [json.dumps(slot, sort_keys=True) for slot in data["slots"]]
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for block in data["blocks"]:
-        if "error" not in block:
+        if "error" not in block and block.get("round", 0) >= 0:
             out[names[block["slot"]]].append(block)
     return dict(out)
 
