@@ -107,8 +107,10 @@ def test_pairs_that_disagree_widen_the_interval_beyond_their_rounds() -> None:
     first = _log_ratios(0.975, 0.0005, 4, 4)
     second = _log_ratios(0.992, 0.0005, 2, 5)
     pooled = stats.random_effects([first + second], 0.99)  # as if one pair measured all
+    one = stats.random_effects([first], 0.99)  # the first pair's rounds alone
     grouped = stats.random_effects([first, second], 0.99, 0.0005, 0.005)
-    assert grouped.ci_high - grouped.ci_low > 10 * (pooled.ci_high - pooled.ci_low)
+    assert grouped.ci_high - grouped.ci_low > 10 * (one.ci_high - one.ci_low)
+    assert grouped.ci_low < 1.0 < grouped.ci_high
     assert grouped.p_value > 0.01 > pooled.p_value
 
 
@@ -116,3 +118,16 @@ def test_the_floor_of_the_pairs_spread_holds_for_one_pair() -> None:
     d = [0.003, 0.0031, 0.0029, 0.003]  # one pair, 0.3% apart, rounds agreeing to 0.01%
     c = stats.random_effects([d], 0.99, 0.0005, 0.005)
     assert c.ci_low < 1.0 < c.ci_high, "0.3% is inside what pairs of processes differ by"
+
+
+def test_a_second_pair_that_agrees_never_makes_a_change_undecidable() -> None:
+    """A cold compile twice as slow, its rounds by one pair of workers and its re-measure
+    by a fresh pair, the two 3% apart (each round within 1%): decided at alpha 0.01, as the
+    first pair alone is. With the pairs' spread's one degree of freedom as the reference
+    (t(1)), it was not, and a gate's confirmed compile SLOW came out INCONCLUSIVE."""
+    first = [math.log(2.0) + e for e in (0.004, -0.006, 0.002)]
+    second = [math.log(2.0) + 0.034 + e for e in (0.003, -0.003)]
+    alone = stats.random_effects([first], 0.99, 0.02, 0.02)
+    both = stats.random_effects([first, second], 0.99, 0.02, 0.02)
+    assert alone.p_value < 1e-10
+    assert both.p_value < 1e-10 and 1.9 < both.ci_low < both.ci_high < 2.2

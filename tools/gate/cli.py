@@ -108,14 +108,14 @@ CODEGEN_KINDS = ("static", "compile")
 
 def per_toolchain(cases: list[dict[str, Any]], toolchains: list[str]) -> list[dict[str, Any]]:
     """gfx942 TileLang code cases once per toolchain, each named ``<case> [<toolchain>]``
-    (a toolchain compiles TileLang's HIP source; Triton brings its own LLVM, so its cases
-    are judged once)."""
+    with its suite's case in ``suite_case`` (a toolchain compiles TileLang's HIP source;
+    Triton brings its own LLVM, so its cases are judged once)."""
     out = []
     for case in cases:
         if (case["kind"] in CODEGEN_KINDS and case.get("target", "").startswith("gfx")
                 and case["spec"].get("backend") == "tilelang"):
-            out += [{**case, "name": f"{case['name']} [{chain}]", "toolchain": chain}
-                    for chain in toolchains]
+            out += [{**case, "name": f"{case['name']} [{chain}]", "toolchain": chain,
+                     "suite_case": case["name"]} for chain in toolchains]
         else:
             out.append(case)
     return out

@@ -257,12 +257,16 @@ def sharded_plan(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresho
                                   args.reassign, ctx.map_path)
     for note in notes:
         print(f"shards: {note}")
-    selected = [c["name"] for c in plan.cases]
+    # a toolchain's copy of a case (``<case> [<toolchain>]``) goes where its suite case goes
+    owner = {c["name"]: shard_map.cases.get(c.get("suite_case", c["name"])) for c in plan.cases}
+    selected = list(owner)
     wanted = [g for g in ctx.gpus if not args.only or any(is_gpu(g, o) for o in args.only)]
     plan.lanes = [Lane(g.label, machine_tool.gpu_visibility_env(g.index, {}),
-                       [c for c in selected if shard_map.cases.get(c) == g.uuid])
+                       [c for c in selected if owner[c] == g.uuid])
                   for g in wanted]
     plan.lanes = [lane for lane in plan.lanes if lane.cases]
+    judged = {name for lane in plan.lanes for name in lane.cases}
+    plan.cases = [c for c in plan.cases if c["name"] in judged]
     if not plan.lanes:
         raise ShardError(f"none of the {len(selected)} selected case(s) is assigned to the "
                          f"GPU(s) chosen with --only {args.only}")
