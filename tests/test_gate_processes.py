@@ -8,10 +8,9 @@ worker itself and its sibling too."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from harness.telemetry.processes import Listed, ProcessWatch
+from harness.telemetry.processes import Listed, ProcessWatch, ProcFs
 from tests._gate import NORM, OpLog, _run_to_the_end, block, case
 from tools.gate import report
 from tools.gate.disturbed import judge_shared
@@ -23,15 +22,26 @@ NEIGHBOUR = {"pid": 4242, "name": "python", "kind": "compute", "used_mb": 30512.
 
 
 class Sibling:
-    """What the workers' process list holds: this process (the measuring worker), its
-    parent's pid (the gate), another worker of that parent (the other side), and, when
-    ``neighbour`` says so, pid 4242."""
+    """What the workers' process list holds: the measuring worker (pid 300), the gate that
+    started it (pid 200) and that gate's other worker (pid 301), in a /proc of their own
+    (the test's own parent may be pid 1, as under ``nohup``, which has no relatives);
+    and, when ``neighbour`` says so, pid 4242."""
 
-    def __init__(self) -> None:
-        self.me, self.gate = os.getpid(), os.getppid()
+    ME, GATE, OTHER_SIDE = 300, 200, 301
+
+    def __init__(self, root: Path) -> None:
+        worker = ["python", "-m", "harness.workerproc", "--slot", "x"]
+        for pid, ppid, cmdline in ((self.ME, self.GATE, worker),
+                                   (self.OTHER_SIDE, self.GATE, worker),
+                                   (self.GATE, 100, ["python", "-m", "tools.gate"])):
+            (root / str(pid)).mkdir(parents=True)
+            (root / str(pid) / "stat").write_text(f"{pid} (python) S {ppid} 0 0\n")
+            (root / str(pid) / "comm").write_text("python\n")
+            (root / str(pid) / "cmdline").write_bytes(b"\0".join(a.encode() for a in cmdline))
+        self.proc = ProcFs(root)
 
     def others(self, with_neighbour: bool) -> list[dict] | None:
-        listed = [Listed(self.me, 1 << 30), Listed(self.gate, 1 << 20)]
+        listed = [Listed(pid, 1 << 30) for pid in (self.ME, self.GATE, self.OTHER_SIDE)]
 
         class Source:
             backend = "nvml"
@@ -39,12 +49,12 @@ class Sibling:
             def processes(self) -> list[Listed]:
                 return listed
 
-        watch = ProcessWatch(Source())
+        watch = ProcessWatch(Source(), proc=self.proc, pid=self.ME)
         watch.begin()
         for trial in range(5):
             watch.trial_ended(trial)
         seen = watch.summary()["others"]
-        assert seen == [], seen  # the worker and its gate are never named
+        assert seen == [], seen  # the worker, its gate and the gate's other worker: never named
         return [NEIGHBOUR] if with_neighbour else seen
 
 
@@ -55,7 +65,7 @@ def _run(tmp_path: Path, th, shared: set[tuple[int, int]], head_scale: float = 1
     (round, request) in ``shared`` (requests 1-2 the first try, 3-4 the second)."""
     requests: dict[int, int] = {}
     rounds: list[int] = []
-    sibling = Sibling()
+    sibling = Sibling(tmp_path / "proc")
 
     class Worker(OpLog):
         def request(self, message: dict, timeout_s: float) -> dict:
