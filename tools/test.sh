@@ -24,6 +24,18 @@ fi
           "environments will fail" >&2
 export TRITON_DEFAULT_FP_FUSION=1
 .venv/bin/ruff check .
+# test files on several processes at once (a file's tests together: its module fixtures
+# are built once), at most 4 and one a core; one process where a GPU is seen, whose timing
+# tests must not share it. KPERF_TEST_WORKERS overrides (0: one process).
+workers=${KPERF_TEST_WORKERS:-}
+if [ -z "$workers" ]; then
+  if nvidia-smi -L >/dev/null 2>&1 || [ -e /dev/kfd ]; then
+    workers=0
+  else
+    workers=$(( $(nproc) < 4 ? $(nproc) : 4 ))
+  fi
+fi
 # in reverse order: a test file that leaks state into the next fails here, where the
 # alphabetical order a developer runs would hide it (docs/reliability.md)
-.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 --reverse "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 --reverse \
+  -n "$workers" --dist loadfile "$@"
