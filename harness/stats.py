@@ -80,8 +80,8 @@ def random_effects(groups: Sequence[Sequence[float]], level: float, sd_floor: fl
     # measured on the hardware and taken as known (normal), unless there is no floor and
     # the rounds alone speak (the paired t, n - k degrees of freedom). Two pairs' spread
     # (one degree of freedom) widens the variance past the floor but is no reference: t(1)
-    # would make two pairs that agree to 3% on a 2x change weaker evidence than one pair
-    # alone (a cold compile's gate case, confirmed by a second pair: tests/test_stats.py).
+    # made two pairs 3% apart on a 2x change weaker evidence than one pair alone (p 0.015,
+    # x0.69 to x5.99: a compile SLOW re-measured by a fresh pair; tests/test_stats.py).
     if tau2_dl > tau_floor ** 2 and (k - 1 - fitted >= 2 or tau_floor == 0.0):
         df = float(max(k - 1 - fitted, 1))
     elif tau_floor > 0.0:

@@ -172,3 +172,16 @@ def test_a_case_this_machine_cannot_build_is_left_out_saying_why(
     kept, why = cli.buildable(cases)
     assert [c["name"] for c in kept] == [f"{GFX} [clang19]", SM]
     assert why == {"gfx942/tilelang/rocm-7.0.2": "rocm-7.0.2: not installed"}
+
+
+def test_a_short_compile_keeps_its_figures_apart() -> None:
+    """A Triton LayerNorm gfx942 compile, 116 -> 123 ms, reads so, not 0.12 -> 0.12."""
+    static, comp = _case(SM, "sm_90a"), _case(SM.replace("Occupancy", "Compile").replace(
+        "track_value", "track_compile"), "sm_90a", kind="compile")
+    sides = DATA["kernels"][SM]
+    verdicts = [_v(static), _v(comp, "INCONCLUSIVE", unit="seconds", ratio=1.118,
+                                before=0.1163, after=0.1231)]
+    (kernel,) = codegen.kernels([static, comp], _rows(static, sides["base"], sides["head"]),
+                                verdicts)
+    assert codegen.cause_line(kernel).endswith(
+        "cold compile INCONCLUSIVE x1.12 (0.116 → 0.123 CPU s)")

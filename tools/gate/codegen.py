@@ -158,12 +158,13 @@ def figure_changes(base: Figures, head: Figures, target: str,
 
 
 def compile_note(kernel: Kernel) -> str:
-    """``cold compile SLOW x1.52 (1.52 → 2.31 CPU s)`` where the compile case is not SAME
-    (INCONCLUSIVE: a change between none and the class's threshold, or too noisy)."""
+    """``cold compile SLOW x1.52 (1.52 → 2.31 CPU s)`` (three digits: ``0.116 → 0.123``)
+    where the compile case is not SAME (INCONCLUSIVE: a change between none and the
+    class's threshold, or too noisy)."""
     for v in kernel.verdicts:
         if v.unit == "seconds" and v.verdict != "SAME" and v.ratio and not v.unchanged:
-            return (f"cold compile {v.verdict} x{v.ratio:.2f} ({v.before:.2f} → "
-                    f"{v.after:.2f} CPU s)")
+            return (f"cold compile {v.verdict} x{v.ratio:.2f} ({v.before:.3g} → "
+                    f"{v.after:.3g} CPU s)")
     return ""
 
 
