@@ -52,6 +52,14 @@ class Relatives:
     started: list[subprocess.Popen] = field(default_factory=list)
 
 
+def _until_it_runs(pid: int, runs: Callable[[int], bool], timeout_s: float = 30.0) -> None:
+    """Wait until /proc says ``pid`` runs what it was started for (``runs``)."""
+    deadline = time.monotonic() + timeout_s
+    while not runs(pid):
+        assert time.monotonic() < deadline, f"pid {pid}: {ProcFs().cmdline(pid)}"
+        time.sleep(0.01)
+
+
 @pytest.fixture
 def relatives() -> Iterator[Relatives]:
     started = [subprocess.Popen([sys.executable, "-c", SLEEP]),
@@ -61,6 +69,13 @@ def relatives() -> Iterator[Relatives]:
                                 text=True)]
     other = int(started[3].stdout.readline())
     try:
+        # a child is read as what it runs only once it has exec'd: before, /proc shows the
+        # forked parent (this pytest; the shell for ``other``), as it did under a load
+        # average of 5 beside another checkout's runs (2026-12-06)
+        for pid, word in ((started[0].pid, "time.sleep"), (started[1].pid, "harness.workerproc"),
+                          (started[2].pid, "time.sleep")):
+            _until_it_runs(pid, lambda p, w=word: w in " ".join(ProcFs().cmdline(p)))
+        _until_it_runs(other, lambda p: ProcFs().comm(p) == "sleep")
         yield Relatives(*(p.pid for p in started[:3]), other=other, started=started)
     finally:
         os.kill(other, signal.SIGTERM)
