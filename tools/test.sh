@@ -25,8 +25,9 @@ fi
 export TRITON_DEFAULT_FP_FUSION=1
 .venv/bin/ruff check .
 # test files on several processes at once (a file's tests together: its module fixtures
-# are built once), one an idle core, at most 4: beside another run (load average 5-7 on 2
-# cores) two processes made timing tests fail that one process passes (docs/reliability.md).
+# are built once), one an idle core (/proc/stat over a second), at most 4: beside another
+# run (load average 5-7 on 2 cores) two processes made timing tests fail that one process
+# passed (docs/reliability.md).
 # One process where a GPU is seen, whose timing tests must not share it.
 # KPERF_TEST_WORKERS overrides (0: one process).
 workers=${KPERF_TEST_WORKERS:-}
@@ -34,12 +35,16 @@ if [ -z "$workers" ]; then
   if nvidia-smi -L >/dev/null 2>&1 || [ -e /dev/kfd ]; then
     workers=0
   else
-    workers=$(awk -v cores="$(nproc)" '{ idle = cores - int($1);
-      n = idle < 4 ? idle : 4; print (n < 2 ? 0 : n) }' /proc/loadavg)
+    # idle cores over one second now, setup done (the load average would count setup's own)
+    before=$(head -1 /proc/stat); sleep 1; after=$(head -1 /proc/stat)
+    workers=$(printf '%s\n%s\n' "$before" "$after" | awk -v cores="$(nproc)" '
+      { idle[NR] = $5 + $6; total[NR] = 0; for (i = 2; i <= NF; i++) total[NR] += $i }
+      END { free = cores * (idle[2] - idle[1]) / (total[2] - total[1]);
+            n = int(free + 0.25); n = n < 4 ? n : 4; print (n < 2 ? 0 : n) }')
   fi
 fi
 echo "pytest on $([ "$workers" = 0 ] && echo 1 || echo "$workers") process(es)" \
-     "(load average $(cut -d' ' -f1 /proc/loadavg), $(nproc) cores)"
+     "($(nproc) cores; load average $(cut -d' ' -f1 /proc/loadavg))"
 # in reverse order: a test file that leaks state into the next fails here, where the
 # alphabetical order a developer runs would hide it (docs/reliability.md)
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 --reverse \
