@@ -15,6 +15,7 @@ it found it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
 import json
@@ -96,6 +97,32 @@ def site(tmp_path_factory) -> Iterator[dict[str, Any]]:
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
+
+
+@contextlib.contextmanager
+def served_page(html: Path) -> Iterator[dict[str, Any]]:
+    """A published site (``html``) served on a free local port and a Chromium page for it:
+    ``page``, its ``url``, the page's script ``errors`` and the requests that went
+    ``elsewhere`` than the local server."""
+    browser_path = chromium()
+    pw = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    handler = functools.partial(_QuietHandler, directory=str(html))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    errors: list[str] = []
+    elsewhere: list[str] = []
+    try:
+        with pw.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("request", lambda r: None if r.url.startswith(
+                ("http://127.0.0.1", "data:")) else elsewhere.append(r.url))
+            yield {"page": page, "errors": errors, "elsewhere": elsewhere,
+                   "url": f"http://127.0.0.1:{server.server_address[1]}/"}
+            browser.close()
+    finally:
+        server.shutdown()
 
 
 @functools.cache

@@ -12,12 +12,9 @@ records would read them. No figure of it was measured.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import itertools
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +25,7 @@ from tests import site_fixture as fx
 
 from .test_history_site import _regression_rows
 from .test_site import needs_assets
-from .test_site_browser import CHROMIUM_ARGS, _QuietHandler, chromium
+from .test_site_browser import chromium, served_page
 
 pytestmark = pytest.mark.slow
 
@@ -92,8 +89,7 @@ def _codegen_record(root: Path, commit: str, chain: str, i: int, later: float) -
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Iterator[dict[str, Any]]:
-    browser_path = chromium()
-    pw = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    chromium()
     assets = needs_assets()
     repo = tmp_path_factory.mktemp("codesteps") / "repo"
     commits = fx.step_commits(repo, 3)
@@ -110,18 +106,8 @@ def site(tmp_path_factory) -> Iterator[dict[str, Any]]:
     history = fx.History(repo=repo, commits=commits, env=dict(os.environ),
                          records=repo / ".asv" / "records", assets=assets)
     assert fx.publish(history) == 0
-    handler = functools.partial(_QuietHandler, directory=str(repo / "html"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    errors: list[str] = []
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        yield {"page": page, "errors": errors, "repo": repo, "commits": commits,
-               "url": f"http://127.0.0.1:{server.server_address[1]}/"}
-        browser.close()
-    server.shutdown()
+    with served_page(repo / "html") as served:
+        yield {**served, "repo": repo, "commits": commits}
 
 
 def _series(name: str) -> str:

@@ -11,11 +11,8 @@ commits of its branch.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +22,7 @@ import pytest
 from tests import site_fixture as fx
 
 from .test_site import needs_assets
-from .test_site_browser import CHROMIUM_ARGS, _asv_ready, _QuietHandler, chromium
+from .test_site_browser import _asv_ready, chromium, served_page
 
 pytestmark = pytest.mark.slow
 
@@ -51,29 +48,15 @@ def _history(repo: Path) -> tuple[dict[str, Any], str]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Iterator[dict[str, Any]]:
-    browser_path = chromium()
-    pw = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    chromium()
     assets = needs_assets()
     repo = tmp_path_factory.mktemp("two-machines") / "repo"
     data, commit = _history(repo)
     history = fx.History(repo=repo, commits=[commit], env=dict(os.environ),
                          records=repo / ".asv" / "records", assets=assets)
     assert fx.publish(history) == 0
-    handler = functools.partial(_QuietHandler, directory=str(repo / "html"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    errors: list[str] = []
-    elsewhere: list[str] = []
-    with pw.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: None if r.url.startswith(("http://127.0.0.1", "data:"))
-                else elsewhere.append(r.url))
-        yield {"page": page, "errors": errors, "elsewhere": elsewhere, "repo": repo,
-               "data": data, "url": f"http://127.0.0.1:{server.server_address[1]}/"}
-        browser.close()
-    server.shutdown()
+    with served_page(repo / "html") as served:
+        yield {**served, "repo": repo, "data": data}
 
 
 def test_the_gpu_runner_holds_no_code_series(site: dict) -> None:
