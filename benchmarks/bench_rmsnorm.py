@@ -1,19 +1,11 @@
 """RMSNorm: TileLang and Triton against torch.nn.functional.rms_norm."""
 
-from ._cpu_suites import cpu_suites
-from ._suites import _TimeSuite, energy_suite
+from kperf.suites import op_suites
 
-
-class RmsnormTime(_TimeSuite):
-    op = "rmsnorm"
-    params = (
-        ["llama3-8b.hidden", "llama3-70b.hidden", "deepseek-v3.hidden", "deepseek-v3.kv_a_norm"],
-        ["fp16", "bf16"],
-        ["tilelang", "triton", "torch"],
-    )
-
-
-RmsnormEnergy = energy_suite(RmsnormTime)
-
-(RmsnormRegisters, RmsnormScratch, RmsnormSharedMem, RmsnormOccupancy, RmsnormCodeSize,
- RmsnormCompile) = cpu_suites("Rmsnorm", "rmsnorm", "llama3-8b.hidden", __name__)
+(RmsnormTime, RmsnormEnergy, RmsnormRegisters, RmsnormScratch, RmsnormSharedMem,
+ RmsnormOccupancy, RmsnormCodeSize, RmsnormCompile) = op_suites(
+    "rmsnorm", __name__, codegen_case="llama3-8b.hidden",
+    cases=["llama3-8b.hidden", "llama3-70b.hidden", "deepseek-v3.hidden",
+        "deepseek-v3.kv_a_norm"],
+    dtypes=["fp16", "bf16"],
+    backends=["tilelang", "triton", "torch"])

@@ -1,20 +1,11 @@
 """Softmax: TileLang and Triton against torch.softmax."""
 
-from ._cpu_suites import cpu_suites
-from ._suites import _TimeSuite, energy_suite
+from kperf.suites import op_suites
 
-
-class SoftmaxTime(_TimeSuite):
-    op = "softmax"
-    params = (
-        ["llama3-8b.logits-4k", "llama3-8b.logits.decode64", "llama3-8b.attn-scores-2k",
-         "llama3-8b.attn-scores-512"],
-        ["fp16", "bf16"],
-        ["tilelang", "triton", "torch"],
-    )
-
-
-SoftmaxEnergy = energy_suite(SoftmaxTime)
-
-(SoftmaxRegisters, SoftmaxScratch, SoftmaxSharedMem, SoftmaxOccupancy, SoftmaxCodeSize,
- SoftmaxCompile) = cpu_suites("Softmax", "softmax", "llama3-8b.logits-4k", __name__)
+(SoftmaxTime, SoftmaxEnergy, SoftmaxRegisters, SoftmaxScratch, SoftmaxSharedMem,
+ SoftmaxOccupancy, SoftmaxCodeSize, SoftmaxCompile) = op_suites(
+    "softmax", __name__, codegen_case="llama3-8b.logits-4k",
+    cases=["llama3-8b.logits-4k", "llama3-8b.logits.decode64", "llama3-8b.attn-scores-2k",
+        "llama3-8b.attn-scores-512"],
+    dtypes=["fp16", "bf16"],
+    backends=["tilelang", "triton", "torch"])

@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kernels.op import DTYPE_BYTES, Case, Unsupported
-from kernels.targets import Target
+from kperf.ops import DTYPE_BYTES, Case, Target, Unsupported
 
 
 @dataclass(frozen=True)

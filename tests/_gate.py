@@ -1,5 +1,5 @@
 """What the gate's tests share: two real case names, blocks and cases of known truth, and
-fake workers that answer the measuring run (tools/gate/measure.py), run to its end."""
+fake workers that answer the measuring run (kperf/gate/measure.py), run to its end."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.gate import cli
-from tools.gate.measure import Run
-from tools.gate.model import Block, CaseData, Verdict
-from tools.gate.plan import Lane
+from kperf.gate import cli
+from kperf.gate.measure import Run
+from kperf.gate.model import Block, CaseData, Verdict
+from kperf.gate.plan import Lane
 
 GEMM = "bench_gemm.GemmTime.track_time('square-8192', 'fp16', 'triton')"
 NORM = "bench_rmsnorm.RmsnormTime.track_time('llama3-8b.hidden', 'bf16', 'triton')"
@@ -91,7 +91,7 @@ class OpLog(FakeClient):
 def _run_to_the_end(tmp_path: Path, th, cases: list[dict], make_client,
                     log=lambda s: None) -> Run:
     """A gate run over ``cases`` (one lane) with fake workers, measured until it stops;
-    its workers retired at the end, as tools/gate/cli.py does."""
+    its workers retired at the end, as kperf/gate/cli.py does."""
     plan = cli.GatePlan(tmp_path, tmp_path, "a" * 40, "b" * 40, "given", "m", cases,
                         [Lane(cases=[c["name"] for c in cases])])
     run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=log)

@@ -10,7 +10,7 @@ import time
 # (tests/test_isolate.py, beside another checkout's main job and gate, 2026-12-06)
 import torch
 
-from harness import checks
+from kperf.core import checks
 
 
 def run(case: str) -> object:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.site import data
+from kperf.site import data
 
 HOSTILE = '<script>window.__x=1</script>"&\'<img src=x onerror=alert(1)>'
 

@@ -1,4 +1,4 @@
-"""harness/workerproc.py as a script, with a worker slow to listen: its socket file exists (the
+"""kperf/core/workerproc.py as a script, with a worker slow to listen: its socket file exists (the
 socket is bound) half a second before it accepts connections, a loaded machine's gap
 between ``bind`` and ``listen`` stretched. For tests/test_worker.py."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import workerproc
+from kperf.core import workerproc
 
 _listen = socket.socket.listen
 

@@ -35,8 +35,8 @@ def _installed(name: str) -> str | None:
 def requirements() -> list[str]:
     """``name==version`` of every wheel a test run installs from an index: asv's own,
     asv.conf.json's ``pip+`` pins, and the matrix test's Triton releases other than
-    .venv's own (the matrix links that one in, tools/stacks/matrix.py)."""
-    from tools.gate.asvio import load_project_conf
+    .venv's own (the matrix links that one in, kperf/stacks/matrix.py)."""
+    from kperf.gate.asvio import load_project_conf
 
     req = load_project_conf(REPO / "asv.conf.json").get("matrix", {}).get("req", {})
     pins = [*ASV_SEEDS, *(f"{name[4:]}=={v}" for name, versions in req.items()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from harness import checks
+from kperf.core import checks
 
 
 def handle(request: dict) -> dict:

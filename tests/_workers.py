@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from harness.worker import (
+from kperf.core.worker import (
     WorkerClient,
     WorkerSpec,
     retire,
@@ -34,7 +34,7 @@ class Workers:
         self.write_code("toycode", 1)
         self.procs: dict[int, subprocess.Popen] = {}
         self.exits: dict[int, int | None] = {}  # pid: exit code, -signal, None: unknown
-        self.script = ""  # instead of ``-m harness.workerproc``, when set
+        self.script = ""  # instead of ``-m kperf.core.workerproc``, when set
         self._stop = threading.Event()
         self._reaper = threading.Thread(target=self._reap, daemon=True)
         self._reaper.start()
@@ -45,7 +45,7 @@ class Workers:
 
     def spec(self, package: str = "toycode", slot: str = "") -> WorkerSpec:
         return WorkerSpec(handler=HANDLER, sys_path=(str(self.code), str(REPO)),
-                          package=package, device="kperf-test", slot=slot, label="test")
+                          packages=(package,), device="kperf-test", slot=slot, label="test")
 
     def client(self, package: str = "toycode", slot: str = "", idle_s: float = 30.0):
         return WorkerClient(self.spec(package, slot), idle_s=idle_s)
@@ -53,7 +53,7 @@ class Workers:
     def popen(self, cmd: list[str], **kw) -> subprocess.Popen:
         """The client's ``subprocess.Popen``: starts the worker, and keeps it for the reaper."""
         if self.script:
-            assert cmd[1:3] == ["-m", "harness.workerproc"], cmd
+            assert cmd[1:3] == ["-m", "kperf.core.workerproc"], cmd
             cmd = [cmd[0], self.script, *cmd[3:]]
         proc = subprocess.Popen(cmd, **kw)
         self.procs[proc.pid] = proc

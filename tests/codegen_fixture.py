@@ -3,7 +3,7 @@
 ``tests/data/codegen-records.json`` holds real records: the ``<Op>CodeSize`` and
 ``<Op>Compile`` suites of benchmarks/ run by hand (not through asv) on the CPU machine,
 every op for gfx942 and sm_90a, both languages, under two gfx942 toolchains, as two asv
-environments would (``harness.hip``). Regenerate them with
+environments would (``kperf.core.hip``). Regenerate them with
 
     .venv/bin/python -m tests.codegen_fixture --toolchains clang19 rocm-7.2.2
 
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tools.site import codegen
+from kperf.site import codegen
 
 FIXTURE = Path(__file__).with_name("data") / "codegen-records.json"
 OPS = ("attention", "fp8_gemm", "gemm", "layernorm", "rmsnorm", "softmax", "swiglu")

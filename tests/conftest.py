@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 
+from kperf.project import DEFAULTS
+
 REPO = Path(__file__).resolve().parent.parent
 CACHE_ENV = "KPERF_TEST_CACHE"
 # this session's scratch folder, or the one of the session that started this pytest
@@ -39,7 +41,7 @@ if _OWN_CACHE:
 CACHE = Path(os.environ[CACHE_ENV])
 os.environ.setdefault("TRITON_CACHE_DIR", str(CACHE / "triton"))
 os.environ.setdefault("TILELANG_CACHE_DIR", str(CACHE / "tilelang"))
-# benchmarks/_static.py keeps the static figures under $ASV_ENV_DIR (asv sets it in its
+# kperf/suites/static.py keeps the static figures under $ASV_ENV_DIR (asv sets it in its
 # benchmarks), else in a /tmp/kperf-static that every checkout shared
 os.environ.setdefault("ASV_ENV_DIR", str(CACHE / "asv-env"))
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
@@ -49,7 +51,7 @@ os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
 # must fit AF_UNIX's 108 bytes
 os.environ["KPERF_WORKER_DIR"] = tempfile.mkdtemp(prefix="w", dir=CACHE)
 # the gfx942 toolchain setup_env.sh unpacked here, also for the clones tests make (asv
-# loads harness/ from a clone's working tree, which has no .cache of its own)
+# loads kperf/core/ from a clone's working tree, which has no .cache of its own)
 os.environ.setdefault("KPERF_ROCM_ROOT", str(REPO / ".cache" / "rocm-toolchain"))
 os.environ.pop("KPERF_ROCM_TOOLCHAIN", None)
 # no network after setup: a download fails at once (port 9, discard, is closed here)
@@ -169,10 +171,25 @@ def triton_interpreter(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def th():
-    """The gate's thresholds.json, as the gate reads it."""
-    from tools.gate.config import Thresholds
+    """The gate's thresholds.json, as the gate reads it, and a last rule that judges a
+    synthetic case of no op ('c0', bench_x.XTime...) as compute: the gate's tests of its
+    statistics need no op behind their cases (a real case takes its op's class)."""
+    return synthetic_thresholds()
 
-    return Thresholds.load(REPO / "thresholds.json")
+
+def synthetic_thresholds(path: Path | None = None):
+    """Thresholds (default: kperf's own) with the synthetic cases' catch-all rule."""
+    import dataclasses
+    import re
+
+    from kperf.gate.config import Rule, Thresholds
+
+    th = Thresholds.load(path or DEFAULTS / "thresholds.json")
+    return dataclasses.replace(th, rules=(*th.rules, Rule(re.compile(SYNTHETIC), "compute")))
+
+
+# the names of the gate tests' synthetic cases: not a real op's bench_<op>.<Op>Time cases
+SYNTHETIC = r"^(?!bench_(gemm|fp8_gemm|attention|softmax|rmsnorm|layernorm|swiglu)\.)"
 
 
 @pytest.fixture
@@ -181,7 +198,7 @@ def workers(monkeypatch: pytest.MonkeyPatch):
     (tests/_workers.py). tests/test_pidfile.py has a ``workers`` of its own."""
     from types import SimpleNamespace
 
-    from harness import worker
+    from kperf.core import worker
     from tests._workers import Workers
 
     w = Workers()
@@ -199,7 +216,7 @@ def cpu_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, triton_interprete
     Triton kernels under the interpreter, records under the returned folder."""
     import json
 
-    from harness.worker import retire
+    from kperf.core.worker import retire
     from tests._bench import BENCH_PLAN
 
     # a short folder: a worker's socket path must fit AF_UNIX's 108 bytes
@@ -219,3 +236,16 @@ def cpu_bench(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, triton_interprete
     for path in workers.iterdir():
         path.unlink()
     workers.rmdir()
+
+
+def synthetic_project(repo: Path) -> None:
+    """A kperf project of no real op in ``repo``: kperf.toml naming an empty package, and
+    thresholds.json with the synthetic cases' catch-all rule (``synthetic_thresholds``)."""
+    import json
+
+    (repo / "kperf.toml").write_text('[kperf]\nops = "toyops"\n')
+    (repo / "toyops").mkdir(exist_ok=True)
+    (repo / "toyops" / "__init__.py").write_text("")
+    raw = json.loads((DEFAULTS / "thresholds.json").read_text())
+    raw["rules"].append({"match": SYNTHETIC, "class": "compute"})
+    (repo / "thresholds.json").write_text(json.dumps(raw, indent=1))

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.telemetry import Reading
-from harness.timing import Measurement, Plan, measure
+from kperf.core.telemetry import Reading
+from kperf.core.timing import Measurement, Plan, measure
 
 # a plan that measures in milliseconds on the fakes: short trials, no warm-up minimum
 FAST = dict(min_trial_s=0.002, warmup_min_s=0.0, trials=8)
@@ -51,7 +51,7 @@ class FakeGpu:
         self.launches += 1
         self.now += cycles / (self.clock_mhz(self.now) * 1e6)
 
-    # --- harness.device.Device protocol
+    # --- kperf.core.device.Device protocol
     def event(self) -> FakeEvent:
         return FakeEvent(self)
 

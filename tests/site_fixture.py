@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kperf.history.asvrun import asv_env, run_asv
+from kperf.machine import write_machine_file
+from kperf.site.data import TIME_PARAMS
 from tests import codegen_fixture
 from tests.test_asv_commits import _edit, _git
-from tools.history.asvrun import asv_env, run_asv
-from tools.machine import write_machine_file
-from tools.site.data import TIME_PARAMS
 
 TOOLCHAIN_ROOT = Path(__file__).resolve().parent.parent / ".cache" / "rocm-toolchain"
 CPU_MACHINE = "kperf-test-cpu"
@@ -95,7 +95,7 @@ def run_cpu_suites(repo: Path, commits: list[str], tmp: Path) -> dict[str, str]:
     write_machine_file({"machine": CPU_MACHINE, "arch": "x86_64", "gpu": "none"},
                        home / ".asv-machine.json")
     env = asv_env(CPU_MACHINE, repo=repo, cpu_only=True) | {"HOME": str(home)}
-    # the clone has no .cache: its gfx942 compiles use this checkout's toolchain (harness/hip.py)
+    # the clone has no .cache: its gfx942 compiles use this checkout's toolchain (kperf/core/hip.py)
     env.setdefault("KPERF_ROCM_ROOT", str(TOOLCHAIN_ROOT))
     hashes = tmp / "hashes.txt"
     hashes.write_text("\n".join(commits) + "\n")
@@ -230,8 +230,8 @@ def build_history(source: Path, tmp: Path, assets: Path) -> History:
 
 
 def publish(history: History) -> int:
-    """tools.site.publish of this working tree over the clone's .asv, as the main job runs it."""
-    from tools.site import publish as publish_tool
+    """kperf.site.publish of this working tree over the clone's .asv, as the main job runs it."""
+    from kperf.site import publish as publish_tool
 
     env = {k: v for k, v in history.env.items() if k != "KPERF_RECORD_DIR"}
     return publish_tool.publish(repo=history.repo, env=env, asset_source=history.assets)
@@ -242,7 +242,7 @@ def publish(history: History) -> int:
 # detection and the cause of a step (tests/test_history_site.py). asv's results are
 # written by asv itself (its discovery's benchmarks.json, Results.add_result and save, as
 # `asv run` stores a timing's samples and a track's value), the records by
-# harness.record.write_record from a harness.timing.Measurement, as a benchmark process
+# kperf.core.record.write_record from a kperf.core.timing.Measurement, as a benchmark process
 # writes them. The figures are synthetic, on a machine named STEP_MACHINE whose GPU reads
 # "synthetic fixture, not a measurement"; no figure of it was measured.
 
@@ -300,8 +300,8 @@ def _write_benchmarks(results: Path) -> dict[str, dict[str, Any]]:
 
     from asv.benchmarks import Benchmarks
 
+    from kperf.site.series import discover
     from tests.conftest import REPO
-    from tools.history.series import discover
 
     found = discover(REPO / "benchmarks")
     conf = SimpleNamespace(results_dir=str(results), benchmark_dir=str(REPO / "benchmarks"))
@@ -348,8 +348,8 @@ def _write_results(results: Path, meta: dict[str, dict[str, Any]], commit: str, 
 
 
 def _measurement(run: Run) -> dict[str, Any]:
-    from harness.telemetry import WindowStats
-    from harness.timing import Measurement
+    from kperf.core.telemetry import WindowStats
+    from kperf.core.timing import Measurement
 
     samples = _samples_of(run)
     windows = [WindowStats(n_readings=2, sm_clock_mhz_min=run.sm_clock_mhz - 10,
@@ -373,15 +373,15 @@ def _measurement(run: Run) -> dict[str, Any]:
 def _write_step_record(root: Path, commit: str, index: int, case: Case, run: Run) -> None:
     import pytest
 
-    from benchmarks._suites import RECORD_FIELDS
-    from harness import record
+    from kperf.core import record
+    from kperf.suites.timed import RECORD_FIELDS
 
     worker = {"measurement": _measurement(run), "config": {}, "target": "sm_90a",
               "gpu": GPU_NAME, "first_call_s": 0.01, "tflops": None, "gbps": None,
               "max_abs_err": 0.0, "energy_per_call_j": run.energy_j, "pid": 1,
               "idle_before_s": 0.2}
     env = {"KPERF_MACHINE": STEP_MACHINE, "ASV_COMMIT": commit, "ASV_ENV_NAME": ENV}
-    with pytest.MonkeyPatch.context() as patch:  # what asv and tools.history.asvrun set
+    with pytest.MonkeyPatch.context() as patch:  # what asv and kperf.history.asvrun set
         for key, value in env.items():
             patch.setenv(key, value)
         record.write_record(case[0], dict(zip(TIME_PARAMS, case[1:], strict=True)),

@@ -1,4 +1,4 @@
-"""Adaptive trials in the history's runs (harness/timing.py, ``Plan.stop_rel_ci``): a case
+"""Adaptive trials in the history's runs (kperf/core/timing.py, ``Plan.stop_rel_ci``): a case
 stops sampling once its median is known to its class's precision, within a minimum and a
 maximum, and its record says how many trials it took and why it stopped."""
 
@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness.timing import Plan, measure
-from harness.trials import median_rel_half_width, trials_stop
-from tools.history.bench import trials_summary
+from kperf.core.timing import Plan, measure
+from kperf.core.trials import median_rel_half_width, trials_stop
+from kperf.history.bench import trials_summary
+from kperf.project import DEFAULTS
 
 from ._bench import asked_plans
 from .fakes import FakeGpu, FakeKernel
@@ -92,9 +93,9 @@ def test_without_a_target_every_measurement_takes_its_trials() -> None:
 
 
 def test_each_case_gets_its_classes_precision(tmp_path: Path) -> None:
-    from benchmarks._suites import PRECISION_SHARE, trial_precision
+    from kperf.suites.timed import PRECISION_SHARE, trial_precision
 
-    raw = json.loads((REPO / "thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "thresholds.json").read_text())
     minimum = {name: k.get("min_ratio") for name, k in raw["classes"].items()}
     norm = "bench_rmsnorm.RmsnormTime.track_time('llama3-8b.hidden', 'bf16', 'triton')"
     decode = "bench_gemm.GemmTime.track_time('llama3-8b.gate_up_proj.decode16', 'fp16', 'triton')"
@@ -144,7 +145,7 @@ def test_the_runs_summary_counts_trials_and_why_they_stopped(tmp_path: Path) -> 
     write("case2", 10, "at_cap", 1.71, False, retaken=0)
     assert trials_summary(tmp_path, since=time.time() - 60) == (
         "kperf: trials: 3 measurements, median 4 (3-10), 17 in all; 1 taken again, the host "
-        "behind the GPU (harness/timing.py); stopped: 2 precise, 1 at_cap; warm-ups: median "
+        "behind the GPU (kperf/core/timing.py); stopped: 2 precise, 1 at_cap; warm-ups: median "
         "1.42 s, 1 of 3 ended far from the power cap")
     assert trials_summary(tmp_path / "none") == ""
 
@@ -160,7 +161,7 @@ def test_on_the_gpu_a_bandwidth_bound_kernel_stops_early_where_ten_trials_agree(
 
     import torch
 
-    from harness.device import TorchDevice
+    from kperf.core.device import TorchDevice
 
     src = torch.randn(1 << 26, device="cuda")
     dst = torch.empty_like(src)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.history.asvrun import asv_env, run_asv
-from tools.machine import write_machine_file
+from kperf.history.asvrun import asv_env, run_asv
+from kperf.machine import write_machine_file
 
 from .conftest import REPO
 

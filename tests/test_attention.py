@@ -9,12 +9,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from harness import static
 from kernels.attention import reference as ref
 from kernels.attention import spec
-from kernels.op import Case, Unsupported
-from kernels.registry import get_op
-from kernels.targets import GFX942, SM90A, TARGETS
+from kperf.core import static
+from kperf.ops.op import Case, Unsupported
+from kperf.ops.registry import get_op
+from kperf.ops.targets import GFX942, SM90A, TARGETS
 
 OP = get_op("attention")
 
@@ -118,8 +118,8 @@ def _representative(head_dim: int) -> Case:
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("target", sorted(TARGETS))
 def test_tilelang_tiles_fit_shared_memory(target, head_dim):
-    from kernels import compat
     from kernels.attention import tilelang_attention as tla
+    from kperf.ops import compat
 
     tgt, case = TARGETS[target], _representative(head_dim)
     cfg = tla.default_config(case, tgt)
@@ -148,8 +148,8 @@ def test_triton_configs_fit_without_spilling(target, head_dim):
 @pytest.mark.parametrize("backend", ["tilelang", "triton", "torch"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_attention_is_correct_on_the_gpu(backend, dtype):
-    from harness.prepare import prepare
-    from kernels.targets import current_device_target
+    from kperf.core.prepare import prepare
+    from kperf.ops.targets import current_device_target
 
     for case in ("llama3-8b.prefill-1k", "sdxl-unet.attn1-64x64", "llama3.2-1b.prefill-8k"):
         p = prepare(OP, case, dtype, backend, current_device_target(), max_sets=2)

@@ -15,9 +15,9 @@ import sys
 
 import pytest
 
-from kernels.op import Case, Unsupported
-from kernels.registry import get_op
-from kernels.targets import TARGETS
+from kperf.ops.op import Case, Unsupported
+from kperf.ops.registry import get_op
+from kperf.ops.targets import TARGETS
 
 from .conftest import REPO
 
@@ -28,7 +28,7 @@ MB = 1e6
 @pytest.mark.parametrize("op_name", BANDWIDTH_OPS)
 def test_bound_and_dtypes(op_name):
     op = get_op(op_name)
-    assert op.bound == "bandwidth"
+    assert op.klass == "bandwidth"
     assert tuple(op.dtypes) == ("fp16", "bf16")
 
 
@@ -74,11 +74,11 @@ _LOOPED_SCRIPT = r"""
 import json, os, sys
 os.environ["TRITON_INTERPRET"] = "1"
 import torch
-from harness import checks
-from kernels.op import Case
-from kernels.registry import get_op
+from kperf.core import checks
+from kperf.ops.op import Case
+from kperf.ops.registry import get_op
 from kernels.softmax import triton_softmax
-from kernels.targets import TARGETS
+from kperf.ops.targets import TARGETS
 
 op = get_op("softmax")
 results = []
@@ -115,8 +115,8 @@ def test_looped_softmax_under_interpreter():
 
 @pytest.mark.parametrize("target", sorted(TARGETS))
 def test_tilelang_looped_softmax_chunks_the_row(target):
-    from kernels import compat
     from kernels.softmax import tilelang_softmax
+    from kperf.ops import compat
 
     tgt = TARGETS[target]
     case = get_op("softmax").case("llama3-8b.logits-4k")
@@ -135,8 +135,8 @@ def test_tilelang_looped_softmax_fixed_grid_and_staged_chunks(target):
     multi-buffered in shared memory (two passes, each with its own buffers)."""
     from dataclasses import replace
 
-    from kernels import compat
     from kernels.softmax import tilelang_softmax
+    from kperf.ops import compat
 
     tgt = TARGETS[target]
     case = get_op("softmax").case("llama3-8b.logits-4k")
@@ -170,7 +170,7 @@ def test_tilelang_rows_are_spread_over_threads(op_name, case_name, target):
     """Each thread holds its share of the block, not a whole row (TileLang's fallback layout)."""
     import importlib
 
-    from kernels import compat
+    from kperf.ops import compat
 
     module = importlib.import_module(f"kernels.{op_name}.tilelang_{op_name}")
     tgt = TARGETS[target]
@@ -242,8 +242,8 @@ GPU_RUNS = [(op, _smallest_case(op), be, dt) for op in BANDWIDTH_OPS
 @pytest.mark.parametrize(("op_name", "case_name", "backend", "dtype"), GPU_RUNS)
 def test_smallest_real_case_on_gpu(op_name, case_name, backend, dtype):
     """Every backend on the op's smallest real case, on the visible GPU, against fp32."""
-    from harness import checks
-    from kernels.targets import current_device_target
+    from kperf.core import checks
+    from kperf.ops.targets import current_device_target
 
     op = get_op(op_name)
     case = op.case(case_name)

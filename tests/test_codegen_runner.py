@@ -1,4 +1,4 @@
-"""The CPU codegen runner's PR mode end to end (tools/stacks/codegen_runner.py, as the
+"""The CPU codegen runner's PR mode end to end (kperf/stacks/codegen_runner.py, as the
 perf-gate workflow's codegen job calls it) on a toy project whose workers answer the
 gate's "static" and "compile" requests from figures its kernel modules hold: a verdict per
 gfx942 toolchain and one for sm_90a, the cause of a change in the code's terms, "code
@@ -19,23 +19,13 @@ from pathlib import Path
 
 import pytest
 
+from kperf.project import DEFAULTS
 from tests.test_gate_e2e import _commit, _git
 
 REPO = Path(__file__).resolve().parent.parent
 CHAINS = ("clang19", "llvm19")
 
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "toy-kernels"
-version = "0.1.0"
-
-[tool.setuptools]
-packages = ["kernels", "kernels.toy"]
-"""
+KPERF_TOML = '[kperf]\nops = "kernels"\n'
 
 KERNEL = """\
 CONFIG = {config!r}  # gfx942's tile configuration
@@ -44,21 +34,14 @@ COMPILE_S = {compile_s!r}
 CODE = {code!r}  # what the device code would be: its digest follows it
 """
 
-SUITES = '''\
-def gate_cases():
-    out = []
-    for target in ("gfx942", "sm_90a"):
-        for backend in ("tilelang", "triton"):
-            spec = {"op": "toy", "case": "c", "dtype": "fp16", "backend": backend}
-            args = f"('{target}', 'fp16', '{backend}')"
-            for suite, figure, unit in (("Registers", "registers", "registers"),
-                                        ("SharedMem", "shared_bytes", "bytes"),
-                                        ("Occupancy", "occupancy", "waves")):
-                out.append({"name": f"bench_toy.Toy{suite}.track_value{args}", "kind": "static",
-                            "unit": unit, "spec": spec, "target": target, "figure": figure})
-            out.append({"name": f"bench_toy.ToyCompile.track_compile{args}", "kind": "compile",
-                        "unit": "seconds", "spec": spec, "target": target})
-    return out
+BENCH = '''\
+"""The toy op's suites (its case c, both languages, gfx942 and sm_90a)."""
+
+from kperf.suites import op_suites
+
+(ToyTime, ToyEnergy, ToyRegisters, ToyScratch, ToySharedMem, ToyOccupancy, ToyCodeSize,
+ ToyCompile) = op_suites("toy", __name__, codegen_case="c", cases=["c"], dtypes=["fp16"],
+                         backends=["tilelang", "triton"])
 '''
 
 CASE = '''\
@@ -85,9 +68,9 @@ def handle(request):
 '''
 
 GFX = {"registers": 144, "shared_bytes": 16384, "occupancy": 3, "occupancy_limit": "VGPRs",
-       "code_bytes": 3520}
+       "code_bytes": 3520, "scratch_bytes": 0}
 SM = {"registers": 168, "shared_bytes": 198656, "occupancy": 3, "occupancy_limit": "shared",
-      "code_bytes": 9000}
+      "code_bytes": 9000, "scratch_bytes": 0}
 
 
 def _kernel(repo: Path, backend: str, config: dict | None = None, gfx: dict | None = None,
@@ -102,19 +85,17 @@ def _build(root: Path) -> dict[str, str]:
     repo = root / "toy"
     (repo / "kernels" / "toy").mkdir(parents=True)
     (repo / "benchmarks").mkdir()
-    shutil.copytree(REPO / "harness", repo / "harness",
-                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "benchmarks" / "__init__.py", repo / "benchmarks" / "__init__.py")
-    (repo / "benchmarks" / "_suites.py").write_text(SUITES)
-    (repo / "benchmarks" / "_case.py").write_text(CASE)
-    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "benchmarks" / "bench_toy.py").write_text(BENCH)
+    (root / "toy_handler.py").write_text(CASE)
+    (repo / "kperf.toml").write_text(KPERF_TOML)
     for init in (repo / "kernels" / "__init__.py", repo / "kernels" / "toy" / "__init__.py"):
         init.write_text("")
     for backend in ("tilelang", "triton"):
         _kernel(repo, backend)
-    th = json.loads((REPO / "thresholds.json").read_text())
+    th = json.loads((DEFAULTS / "thresholds.json").read_text())
     th["rules"] = [{"match": r"\.ToyOccupancy\.", "class": "static", "higher_is_better": True},
-                   {"match": r"\.Toy(Registers|SharedMem)\.", "class": "static"},
+                   {"match": r"\.Toy(Registers|SharedMem|Scratch)\.", "class": "static"},
                    {"match": r"\.ToyCompile\.", "class": "compile"}]
     (repo / "thresholds.json").write_text(json.dumps(th, indent=1))
     (repo / "asv.conf.json").write_text(json.dumps({
@@ -139,7 +120,7 @@ def _build(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from harness.static import unavailable
+    from kperf.core.static import unavailable
 
     missing = {f"{t}/{b}": why for t in ("gfx942", "sm_90a") for b in ("tilelang", "triton")
                if (why := unavailable(t, b, "clang19"))}
@@ -152,9 +133,10 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def _runner(toy: dict, head: str) -> tuple[int, dict, str, str]:
     out = toy["root"] / f"out-{head}"
     env = dict(os.environ, KPERF_WORKER_DIR=str(toy["root"] / "workers"),
-               KPERF_WORKER_IDLE_S="30")
+               KPERF_WORKER_IDLE_S="30",
+               KPERF_WORKER_HANDLER=f"{toy['root'] / 'toy_handler.py'}:handle")
     env.pop("KPERF_ROCM_TOOLCHAIN", None)
-    cmd = [sys.executable, "-m", "tools.stacks.codegen_runner", "pr", "--repo",
+    cmd = [sys.executable, "-m", "kperf.stacks.codegen_runner", "pr", "--repo",
            str(toy["repo"]), "--base", toy["base"], "--head", toy[head], "--out", str(out),
            "--pr-dir", str(toy["root"] / f"pr-{head}"), "--rocm-toolchain", *CHAINS]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)

@@ -1,7 +1,7 @@
-"""Occupancy and every code-object figure of harness/codeobj.py against LLVM's own answer on
+"""Occupancy and every code-object figure of kperf/core/codeobj.py against LLVM's own answer on
 real gfx942 code objects: small HIP kernels (VGPR-, SGPR-, LDS- and work-group-limited,
 spilling, with scratch, with dynamic LDS) compiled here by clang-19, whose
-``-Rpass-analysis=kernel-resource-usage`` remarks (harness/hip.py asks for them) give LLVM
+``-Rpass-analysis=kernel-resource-usage`` remarks (kperf/core/hip.py asks for them) give LLVM
 19's VGPRs, AGPRs, SGPRs, scratch, spills, static LDS and occupancy of each kernel. The
 rules, their LLVM sources and the figures: docs/amd.md, "Occupancy".
 """
@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from harness import codeobj, hip, static
+from kperf.core import codeobj, hip, static
 
 _KEEP = "for (int i = 0; i < 96; ++i) acc[i] = acc[i] * acc[(i + 1) % 96] + in[s];"
 _PRESSURE = f"""(const float* in, float* out, int steps) {{
@@ -230,7 +230,7 @@ def test_the_launch_threads_decide_and_are_named(built: Built) -> None:
 
 def test_static_figures_take_the_threads_the_artifacts_know(built: Built) -> None:
     """Triton's num_warps x 64 and TileLang's thread extent reach the code-object figures as
-    ``threads`` (kernels/compat.py, kernels/*/triton_*.py); without them the kernel's
+    ``threads`` (kperf/ops/compat.py, kernels/*/triton_*.py); without them the kernel's
     maximum is used, and ``threads_from`` says which."""
     launched = static.figures({"hsaco": built[0], "threads": 128}, "amd")
     assert (launched["threads"], launched["threads_from"]) == (128, "launch")

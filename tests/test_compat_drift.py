@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kernels import compat
-from kernels.op import Unsupported
-from kernels.registry import get_op
-from kernels.targets import get_target
+from kperf.ops import compat
+from kperf.ops.op import Unsupported
+from kperf.ops.registry import get_op
+from kperf.ops.targets import get_target
 
 REAL_VERSION = compat.installed_version
 
@@ -112,7 +112,7 @@ def test_static_figure_suite_records_a_skip(monkeypatch, tmp_path, repo) -> None
 
 def test_static_figure_cache_follows_the_op_source_not_the_commit(tmp_path):
     """Base and head of a PR share an op's compile unless the op (or shared code) changed."""
-    from benchmarks import _digests
+    from kperf.suites import digests as _digests
 
     root = tmp_path / "kernels"
     for rel, text in (("op.py", "shared"), ("gemm/spec.py", "g"), ("softmax/spec.py", "s")):
@@ -144,7 +144,7 @@ def test_the_kernel_source_digest_follows_the_compilers_versions(tmp_path, monke
                                                                  compiler: str) -> None:
     """The same source compiled by another Triton or TileLang is other code: the static
     figures' cache and the cold-compile timing must not stand for it."""
-    from benchmarks import _digests
+    from kperf.suites import digests as _digests
 
     monkeypatch.setenv("KPERF_TELEMETRY", "none")
     root = tmp_path / "kernels"
@@ -162,10 +162,10 @@ def test_the_kernel_source_digest_follows_the_compilers_versions(tmp_path, monke
 def test_the_kernel_source_digest_follows_the_gfx942_toolchain_and_the_readers(
         tmp_path, monkeypatch) -> None:
     """It keys the static figures' cache: gfx942 TileLang code under another toolchain, or
-    figures read by a changed reader (an occupancy rule fixed in harness/codeobj.py), are
+    figures read by a changed reader (an occupancy rule fixed in kperf/core/codeobj.py), are
     computed again, never served from the cache of before."""
-    from benchmarks import _digests
-    from harness import hip
+    from kperf.core import hip
+    from kperf.suites import digests as _digests
 
     root = tmp_path / "kernels"
     (root / "gemm").mkdir(parents=True)
@@ -185,7 +185,7 @@ def test_the_kernel_source_digest_follows_the_gfx942_toolchain_and_the_readers(
 def test_a_compile_digest_follows_its_own_compilers_only(tmp_path, monkeypatch) -> None:
     """Another TileLang re-times TileLang's compiles, not Triton's; another Triton the
     other way round."""
-    from benchmarks import _digests
+    from kperf.suites import digests as _digests
 
     root = tmp_path / "kernels"
     (root / "gemm").mkdir(parents=True)
@@ -205,12 +205,12 @@ def test_a_compile_digest_follows_its_own_compilers_only(tmp_path, monkeypatch) 
     assert moved["tilelang"] == before["tilelang"] and moved["triton"] != before["triton"]
 
 
-@pytest.mark.parametrize("change", ["benchmarks/_case.py", "torch"])
+@pytest.mark.parametrize("change", ["kperf/suites/case.py", "torch"])
 def test_the_baseline_digest_follows_the_case_runner_and_torch(monkeypatch,
                                                                change: str) -> None:
-    """benchmarks/_case.py builds, checks and times every case (the torch baseline's too);
+    """kperf/suites/case.py builds, checks and times every case (the torch baseline's too);
     torch is the baseline's code: either changed, the baseline is timed again."""
-    from benchmarks import _digests
+    from kperf.suites import digests as _digests
 
     monkeypatch.setenv("KPERF_TELEMETRY", "none")
     root = Path(__file__).resolve().parent.parent / "kernels"
@@ -222,7 +222,7 @@ def test_the_baseline_digest_follows_the_case_runner_and_torch(monkeypatch,
     else:
         real = Path.read_bytes
         monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
-            b"# edited" if self.name == "_case.py" else b""))
+            b"# edited" if self.name == "case.py" else b""))
     assert _digests.baseline_digest("gemm", {}, root) != before
     _digests._kernel_digest.cache_clear()
     assert _digests.kernel_digest("gemm", "triton", {}, root) != timed
@@ -232,8 +232,8 @@ def test_the_compile_suites_first_compile_serves_the_static_figures(monkeypatch,
     """asv runs <Op>Compile before the figure suites; its first timed compile keeps its
     figures where they look, so they compile nothing (a cold run's 13 s an op on the H200
     machine). The figures are those the suites would have computed themselves."""
-    from benchmarks import _static
     from benchmarks.bench_gemm import GemmCompile, GemmRegisters
+    from kperf.suites import static as _static
 
     monkeypatch.setenv("ASV_ENV_DIR", str(tmp_path / "kept"))
     suite = GemmCompile()
@@ -254,7 +254,7 @@ def test_the_compile_suites_first_compile_serves_the_static_figures(monkeypatch,
 
 def _count_compiles(monkeypatch, suite) -> list[str]:
     """Which kernels ``suite`` compiles from here on: its op's ("op") or another ("other")."""
-    from kernels.op import Backend
+    from kperf.ops.op import Backend
 
     calls: list[str] = []
     measured = suite.be
@@ -276,10 +276,10 @@ def test_the_compile_suite_primes_its_process_on_a_small_kernel(monkeypatch):
     """The untimed first compile of a process is a small kernel's (the primer), not the
     measured one's: every compile of the op's own kernel is a timed sample; a primer that
     fails leaves the op's kernel to prime, as before."""
-    from benchmarks import _cpu_suites
     from benchmarks.bench_gemm import GemmCompile
-    from kernels.registry import get_op
-    from kernels.targets import get_target
+    from kperf.ops.registry import get_op
+    from kperf.ops.targets import get_target
+    from kperf.suites import cpu as _cpu_suites
 
     suite = GemmCompile()  # what setup sets, without its primer (counted from here)
     op = get_op("gemm")
@@ -300,7 +300,7 @@ def test_a_kernel_the_stack_cannot_build_is_a_skip_in_the_compile_suite(monkeypa
     from asv_runner.benchmarks.mark import SkipNotImplemented
 
     from benchmarks.bench_gemm import GemmCompile
-    from kernels.op import Backend, Unsupported
+    from kperf.ops.op import Backend, Unsupported
 
     suite = GemmCompile()
     suite.setup("gfx942", "fp16", "triton")
@@ -317,9 +317,9 @@ def test_unchanged_kernels_compile_times_are_timed_once_per_machine(monkeypatch,
     """A commit whose op kernels and compilers are those of a commit this machine timed
     skips the op's compile suite, naming that commit; a rerun of that commit, another op,
     a changed kernel source and KPERF_COMPILE=every time it."""
-    from benchmarks import _cpu_suites
     from benchmarks.bench_gemm import GemmCompile
     from benchmarks.bench_softmax import SoftmaxCompile
+    from kperf.suites import cpu as _cpu_suites
 
     monkeypatch.setattr(GemmCompile, "repeat", 1)
     params = ("gfx942", "fp16", "triton")
@@ -352,8 +352,8 @@ def test_the_compile_digest_follows_the_kernel_its_compiler_and_the_timing_code(
         tmp_path, monkeypatch):
     """A kernel's compile is timed again where its own source, its compiler or the timing
     code changed; an edit of the op's other backend, or of another op, leaves it alone."""
-    from benchmarks import _digests
-    from harness import hip
+    from kperf.core import hip
+    from kperf.suites import digests as _digests
 
     root = tmp_path / "kernels"
     for rel in ("op.py", "gemm/spec.py", "gemm/tilelang_gemm.py", "gemm/triton_gemm.py",
@@ -381,7 +381,7 @@ def test_the_compile_digest_follows_the_kernel_its_compiler_and_the_timing_code(
     assert digest("triton") == triton and digest("tilelang", "sm_90a") == sm90
     real = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
-        b"# edited" if self.name == "_cpu_suites.py" else b""))
+        b"# edited" if self.name == "cpu.py" else b""))
     assert digest("triton") != triton
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from harness import static
-from kernels.registry import get_op
-from kernels.targets import SM90A
+from kperf.core import static
+from kperf.ops.registry import get_op
+from kperf.ops.targets import SM90A
 
 
 def test_second_tilelang_compile_in_a_process_is_real():

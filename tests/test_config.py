@@ -1,4 +1,4 @@
-"""tools/config.py and tools/paths.py: configuration checked by a real JSON Schema validator,
+"""kperf/config.py and kperf/paths.py: configuration checked by a real JSON Schema validator,
 errors that name the file and the field, names that cannot leave their root."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tools import config, paths
+from kperf import config, paths
+from kperf.project import DEFAULTS
 
 
 def test_every_schema_is_valid_draft_2020_12_and_loads() -> None:
@@ -66,9 +67,9 @@ def test_a_float_or_boolean_where_an_integer_is_due_is_refused(tmp_path: Path, f
                                                               value: object) -> None:
     """JSON Schema counts 3.0 as an integer; the gate would then carry a float into
     ``range()`` and fail later with a bare TypeError naming no file (issue 27)."""
-    from tools.gate.config import Thresholds
+    from kperf.gate.config import Thresholds
 
-    raw = json.loads((Path(__file__).resolve().parent.parent / "thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "thresholds.json").read_text())
     raw["sequential"][field] = value
     path = tmp_path / "thresholds.json"
     path.write_text(json.dumps(raw))

@@ -1,4 +1,4 @@
-"""The fault suite (docs/reliability.md): interruptions of tools.history.bench, of asv underneath it
+"""The fault suite (docs/reliability.md): interruptions of kperf.history.bench, of asv underneath it
 and of publish, with a stand-in asv (tests/fake_asv) so that each case takes a second.
 
 What must hold in every case: what was recorded before the fault is still there and whole
@@ -29,18 +29,17 @@ REPO = Path(__file__).resolve().parent.parent
 FAKE_ASV = REPO / "tests" / "fake_asv"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
-# tools.history.bench with the slow probes replaced (no torch import, no ~/.asv-machine.json) and
+# kperf.history.bench with the slow probes replaced (no torch import, no ~/.asv-machine.json) and
 # every path under the test's folder instead of the repository
 BENCH_DRIVER = f"""
 import signal, sys
 from pathlib import Path
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal (_bench)
-from tools.history import asvrun, bench
+from kperf.history import asvrun, bench
 root = Path(sys.argv[1])
 real_env = asvrun.asv_env
-bench.REPO = root
 bench.has_gpu = lambda: False
-bench.commits = lambda spec: [{COMMIT!r}]
+bench.commits = lambda spec, repo: [{COMMIT!r}]
 bench.asv_env = lambda machine, cpu_only=False: real_env(machine, root, cpu_only)
 bench.machine_tool.describe = lambda name=None: {{"machine": "fault-box", "gpu": "none",
                                                  "gpu_arch": ""}}
@@ -53,13 +52,15 @@ def _env(root: Path, **fake: str) -> dict[str, str]:
     tmp = root / "tmp"
     tmp.mkdir(exist_ok=True)
     return dict(os.environ, PYTHONPATH=f"{FAKE_ASV}{os.pathsep}{REPO}", TMPDIR=str(tmp),
-                FAKE_ASV_ROOT=str(root), **{f"FAKE_ASV_{k.upper()}": v for k, v in fake.items()})
+                FAKE_ASV_ROOT=str(root), KPERF_PROJECT=str(root),
+                **{f"FAKE_ASV_{k.upper()}": v for k, v in fake.items()})
 
 
 def _seed(root: Path) -> dict[str, str]:
     """The project's config, earlier results and records that no fault may touch; their
     digests."""
     (root / "asv.conf.json").write_text((REPO / "asv.conf.json").read_text())
+    (root / "kperf.toml").write_text((REPO / "kperf.toml").read_text())
     old = {root / ".asv" / "results" / "fault-box" / "aaaaaaaa-fake-env.json": {"old": 1},
            root / ".asv" / "records" / "fault-box" / "aaaaaaaa-fake-env" / "b" / "r.json":
                {"schema": "kperf-record-1", "benchmark": "b", "params": {},
@@ -128,7 +129,7 @@ def test_bench_leaves_no_hash_file_behind(tmp_path: Path) -> None:
     proc = _bench(tmp_path)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
-    assert _leftover_tmp(tmp_path) == [], "tools.history.bench left its HASHFILE in $TMPDIR"
+    assert _leftover_tmp(tmp_path) == [], "kperf.history.bench left its HASHFILE in $TMPDIR"
     assert "HASHFILE:" in (tmp_path / "asv-calls.log").read_text()
     assert (tmp_path / "html" / "index.json").exists()
     after = _digests(tmp_path)
@@ -148,7 +149,7 @@ def _running(pid: int) -> bool:
 def test_bench_stops_the_workers_its_run_started(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A measurement worker that a benchmark started (kept warm for the next case, and
-    idle for 90 s before it exits by itself) is stopped when tools.history.bench's run ends; the
+    idle for 90 s before it exits by itself) is stopped when kperf.history.bench's run ends; the
     run's worker folder keeps only the workers' logs."""
     _seed(tmp_path)
     workers = Path(tempfile.mkdtemp(prefix="kperf-ft-"))  # short: a socket path < 108 bytes
@@ -160,7 +161,7 @@ def test_bench_stops_the_workers_its_run_started(tmp_path: Path,
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, out + err
         pid = int((tmp_path / "worker.pid").read_text().split()[0])
-        assert not _running(pid), "the run's measurement worker outlived tools.history.bench"
+        assert not _running(pid), "the run's measurement worker outlived kperf.history.bench"
         folder = Path((tmp_path / "worker-dir").read_text())
         assert folder.parent == workers, "the run's workers had no folder of their own"
         assert sorted(p.suffix for p in folder.iterdir()) == [".log"]
@@ -206,7 +207,7 @@ def test_sigterm_during_asv_run_stops_the_workers(tmp_path: Path,
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 128 + signal.SIGTERM, out + err
         assert "cut off by SIGTERM" in err, err
-        assert not _running(pid), "a cut run's measurement worker outlived tools.history.bench"
+        assert not _running(pid), "a cut run's measurement worker outlived kperf.history.bench"
         assert _leftover_tmp(tmp_path) == [], "SIGTERM left the HASHFILE behind"
         assert not (tmp_path / "html").exists(), "published after a cut run"
         after = _digests(tmp_path)
@@ -234,7 +235,7 @@ def test_asv_killed_under_the_tool(tmp_path: Path) -> None:
 
 
 def test_tool_killed_while_asv_runs(tmp_path: Path) -> None:
-    """SIGKILL of tools.history.bench alone: asv underneath runs to its end and its records are
+    """SIGKILL of kperf.history.bench alone: asv underneath runs to its end and its records are
     whole; the hash file and the run's worker folder (empty here: the fake asv starts no
     worker) are all a SIGKILL can leave (it cannot be caught)."""
     before = _seed(tmp_path)

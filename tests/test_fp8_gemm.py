@@ -8,13 +8,13 @@ import dataclasses
 import pytest
 import torch
 
-from harness import checks
-from kernels import compat
 from kernels.fp8_gemm import reference as ref
 from kernels.fp8_gemm import spec
-from kernels.op import Case
-from kernels.registry import get_op
-from kernels.targets import GFX942, SM90A
+from kperf.core import checks
+from kperf.ops import compat
+from kperf.ops.op import Case
+from kperf.ops.registry import get_op
+from kperf.ops.targets import GFX942, SM90A
 
 OP = get_op("fp8_gemm")
 SMALL = Case("small", {"M": 48, "N": 80, "K": 96})
@@ -163,7 +163,7 @@ def test_triton_wrapper_rejects_1d_scales():
 
 def test_figure_and_compile_suites_use_fp8_dtype():
     from benchmarks import bench_fp8_gemm
-    from benchmarks._cpu_suites import _CompileTime, _StaticFigure
+    from kperf.suites.cpu import _CompileTime, _StaticFigure
 
     expected = {"Fp8GemmRegisters", "Fp8GemmScratch", "Fp8GemmSharedMem", "Fp8GemmOccupancy",
                 "Fp8GemmCompile", "Fp8GemmTime"}
@@ -183,7 +183,7 @@ def test_figure_and_compile_suites_use_fp8_dtype():
 @pytest.mark.parametrize("case", [Case("gpu-mid", {"M": 512, "N": 1024, "K": 2048}),
                                   OP.case("llama3-70b.down_proj.decode16")], ids=lambda c: c.name)
 def test_backend_on_gpu(backend, case):
-    from kernels.targets import current_device_target
+    from kperf.ops.targets import current_device_target
 
     target = current_device_target()
     inputs = OP.make_inputs(case, "fp8e4m3", "cuda", 0)
@@ -201,7 +201,7 @@ def test_sm90a_kernels_promote_fp8_partial_sums(case_name):
     """Hopper's fp8 accumulator is not fp32: without promotion both kernels failed the
     fp32-reference check on an H200 (docs/journal/2026-12-01.md). CDNA3's fp8 MFMA needs none."""
     from kernels.fp8_gemm import tilelang_fp8_gemm, triton_fp8_gemm
-    from kernels.targets import GFX942
+    from kperf.ops.targets import GFX942
 
     case = OP.case(case_name)
     tr = triton_fp8_gemm.default_config(case, SM90A)

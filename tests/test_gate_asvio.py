@@ -11,12 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import record
-from harness.telemetry import WindowStats
-from harness.timing import Measurement
-from tools.gate import asvio, cli
-from tools.gate.config import Thresholds
-from tools.gate.errors import EXIT_GATE_ERROR
+from kperf.core import record
+from kperf.core.telemetry import WindowStats
+from kperf.core.timing import Measurement
+from kperf.gate import asvio, cli
+from kperf.gate.errors import EXIT_GATE_ERROR
+
+from .conftest import synthetic_project, synthetic_thresholds
 
 REPO = Path(__file__).resolve().parent.parent
 MACHINE, ENV = "synthetic", "virtualenv-py3.11"
@@ -79,7 +80,7 @@ def _old_pr_dir(root: Path, monkeypatch, rounds: int = 4) -> Path:
 
 def test_an_older_gates_rounds_are_decided_again(tmp_path: Path, monkeypatch) -> None:
     pr = _old_pr_dir(tmp_path, monkeypatch)
-    th = Thresholds.load(REPO / "thresholds.json")
+    th = synthetic_thresholds()
     verdicts = {v.case: v for v in cli.decide(pr, cli.read_state(pr), th)}
     slower = verdicts[_name("slower")]
     assert slower.ratio == pytest.approx(1.10, rel=0.01)
@@ -122,7 +123,7 @@ def _repo(root: Path) -> Path:
     (repo / "asv.conf.json").write_text(json.dumps(
         {"version": 1, "project": "p", "repo": ".", "branches": ["main"],
          "results_dir": ".asv/results", "html_dir": "html"}))
-    (repo / "thresholds.json").write_text((REPO / "thresholds.json").read_text())
+    synthetic_project(repo)
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e",
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@e")
     for cmd in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "c"]):
@@ -160,9 +161,9 @@ def test_the_pr_folder_is_never_the_history(tmp_path: Path, kept: str, capsys) -
 
 
 def test_the_telemetry_page_reads_throttle_bits_as_the_gate_does() -> None:
-    from tools.site import telemetry_pages
+    from kperf.site import telemetry_pages
 
-    th = Thresholds.load(REPO / "thresholds.json")
+    th = synthetic_thresholds()
     assert telemetry_pages.environment_bits() == th.environment_bits
     assert th.environment_bits["nvml"] == 0xEA
 
@@ -173,8 +174,8 @@ def _row(round_: int) -> str:
 
 
 def test_block_log_drops_a_cut_off_last_line_and_refuses_a_corrupt_one(tmp_path) -> None:
-    from tools.gate.blocks import BlockLog
-    from tools.gate.errors import GateError
+    from kperf.gate.blocks import BlockLog
+    from kperf.gate.errors import GateError
 
     path = tmp_path / "blocks.jsonl"
     path.write_text(f"{_row(1)}\n{_row(2)}\n{_row(3)[:20]}")
@@ -188,8 +189,8 @@ def test_a_block_line_cut_by_a_full_disk_is_cut_away_before_the_next_append(tmp_
     """A full disk (or a kill) leaves blocks.jsonl's last line without its end: --resume
     must not append after it (the two would make one corrupt line, and every later read
     fail), and a log that an older gate already appended to so is still read."""
-    from tools.gate.blocks import BlockLog
-    from tools.gate.model import Block
+    from kperf.gate.blocks import BlockLog
+    from kperf.gate.model import Block
 
     path = tmp_path / "blocks.jsonl"
     path.write_text(f"{_row(1)}\n{_row(2)[:25]}")
@@ -207,8 +208,8 @@ def test_a_block_line_cut_by_a_full_disk_is_cut_away_before_the_next_append(tmp_
 def test_a_block_line_outside_the_schema_is_named_with_its_field(tmp_path, field: str,
                                                                  value: object) -> None:
     """``"round": 1000000000`` made --no-run replay a billion looks (it never ended)."""
-    from tools.config import ConfigError
-    from tools.gate.blocks import BlockLog
+    from kperf.config import ConfigError
+    from kperf.gate.blocks import BlockLog
 
     path = tmp_path / "blocks.jsonl"
     row = {**json.loads(_row(1)), field: value}

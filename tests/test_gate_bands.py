@@ -12,14 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.stats import Comparison, label
-from harness.timing import Plan, measure
-from tools.config import ConfigError
-from tools.gate.config import Thresholds
-from tools.gate.look import decide_look
-from tools.gate.model import Block, CaseData
-from tools.gate.sequential import replay
+from kperf.config import ConfigError
+from kperf.core.stats import Comparison, label
+from kperf.core.timing import Plan, measure
+from kperf.gate.config import Thresholds
+from kperf.gate.look import decide_look
+from kperf.gate.model import Block, CaseData
+from kperf.gate.sequential import replay
+from kperf.project import DEFAULTS
 
+from .conftest import synthetic_thresholds
 from .fakes import FakeGpu, FakeKernel
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,7 +32,7 @@ DECODE = ("bench_gemm.GemmTime.track_time('llama3-8b.gate_up_proj.decode16', 'fp
 
 @pytest.fixture(scope="module")
 def th() -> Thresholds:
-    return Thresholds.load(REPO / "thresholds.json")
+    return synthetic_thresholds()
 
 
 def _comparison(ratio: float, low: float, high: float) -> Comparison:
@@ -65,15 +67,15 @@ def test_an_unchanged_bandwidth_case_whose_pairs_sit_a_quarter_percent_off_is_sa
     v = decide_look([_rounds(NORM, ratios)], th, None, looks, looks)[0]
     assert th.classes["bandwidth"].same_ratio == 0.0075
     assert v.verdict == "SAME", v
-    raw = json.loads((REPO / "thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "thresholds.json").read_text())
     del raw["classes"]["bandwidth"]["same_ratio"]
-    narrow = Thresholds.from_dict(raw, REPO / "thresholds.json")
+    narrow = Thresholds.from_dict(raw, DEFAULTS / "thresholds.json")
     assert decide_look([_rounds(NORM, ratios)], narrow, None, looks, looks)[0].verdict \
         == "INCONCLUSIVE"
 
 
 def test_a_same_band_narrower_than_the_smallest_change_is_refused(tmp_path: Path) -> None:
-    raw = json.loads((REPO / "thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "thresholds.json").read_text())
     raw["classes"]["bandwidth"]["same_ratio"] = 0.004
     path = tmp_path / "t.json"
     path.write_text(json.dumps(raw))
@@ -119,9 +121,9 @@ def test_a_two_level_kernel_is_same_by_its_copies_and_not_by_its_trials(th) -> N
         assert b.level(by_placement=True) == pytest.approx(statistics.fmean(LEVELS_US) * 1e-6)
     assert th.classes["decode"].level_by_placement
     assert replay([data], th)[0].verdict == "SAME"
-    raw = json.loads((REPO / "thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "thresholds.json").read_text())
     raw["classes"]["decode"]["level_by_placement"] = False
-    by_trials = Thresholds.from_dict(raw, REPO / "thresholds.json")
+    by_trials = Thresholds.from_dict(raw, DEFAULTS / "thresholds.json")
     assert replay([data], by_trials)[0].verdict != "SAME"
 
 

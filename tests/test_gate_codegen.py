@@ -1,4 +1,4 @@
-"""The gate's word on generated code (tools/gate/codegen.py): per target and toolchain a
+"""The gate's word on generated code (kperf/gate/codegen.py): per target and toolchain a
 verdict, and a line per changed kernel in the code's terms, read from the figures a real
 CPU gate recorded (tests/data/codegen-gate-blocks.json: the TileLang GEMM's block_K
 32 -> 64 for gfx942, under clang19 and ROCm 7.2.2's LLVM)."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tools.gate import codegen
-from tools.gate.model import Verdict
-from tools.gate.report import md
+from kperf.gate import codegen
+from kperf.gate.model import Verdict
+from kperf.gate.report import md
 
 DATA = json.loads((Path(__file__).parent / "data" / "codegen-gate-blocks.json").read_text())
 GFX = "bench_gemm.GemmOccupancy.track_value('gfx942', 'fp16', 'tilelang')"
@@ -149,7 +149,7 @@ def test_a_compile_that_held_is_not_named() -> None:
 def test_gfx942_tilelang_cases_alone_are_judged_per_toolchain() -> None:
     """A toolchain compiles TileLang's HIP source for gfx942 only: Triton's gfx942 cases,
     sm_90a's cases and the timed ones are judged once."""
-    from tools.gate import cli
+    from kperf.gate import cli
 
     cases = [_case(GFX, "gfx942"), _case(TRITON, "gfx942", "triton"), _case(SM, "sm_90a"),
              {**_case(GFX.replace("Occupancy", "Time").replace("track_value", "track_time"),
@@ -162,8 +162,8 @@ def test_gfx942_tilelang_cases_alone_are_judged_per_toolchain() -> None:
 
 def test_a_case_this_machine_cannot_build_is_left_out_saying_why(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from harness import static
-    from tools.gate import cli
+    from kperf.core import static
+    from kperf.gate import cli
 
     monkeypatch.setattr(static, "unavailable", lambda target, backend, chain=None: (
         "rocm-7.0.2: not installed" if chain == "rocm-7.0.2" else ""))

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tools.config import ConfigError
-from tools.gate.config import Thresholds, parse_bits
+from kperf.config import ConfigError
+from kperf.gate.config import Thresholds, parse_bits
+from kperf.project import DEFAULTS
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_thresholds_errors_name_the_file_and_field(tmp_path: Path) -> None:
-    raw = json.loads((REPO / "thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "thresholds.json").read_text())
     path = tmp_path / "t.json"
     for mutate, where in (
             (lambda r: r.__setitem__("alpha", None), "/alpha"),
@@ -55,7 +56,7 @@ def test_bit_masks_are_hex_only() -> None:
 
 
 def test_every_ops_time_suite_gets_its_ops_bound_class(th) -> None:
-    from kernels.registry import get_op, op_names
+    from kperf.ops.registry import get_op, op_names
 
     checked = 0
     for name in op_names():
@@ -67,18 +68,18 @@ def test_every_ops_time_suite_gets_its_ops_bound_class(th) -> None:
             for case_name in cls.params[0]:
                 full = f"bench_{name}.{cls.__name__}.track_time({case_name!r}, 'fp16', 'triton')"
                 _, klass = th.rule_for(full)
-                assert klass.name == ("decode" if "decode" in case_name else op.bound), full
+                assert klass.name == ("decode" if "decode" in case_name else op.klass), full
                 checked += 1
     assert checked > 0
 
 
 def test_an_ops_code_digest_covers_its_folder_and_the_shared_code_only(tmp_path: Path) -> None:
-    from tools.gate.plan import code_digest
+    from kperf.gate.plan import code_digest
 
     def side(name: str, gemm: str = "g", softmax: str = "s", shared: str = "op",
              record: str = "r") -> Path:
         site = tmp_path / name
-        for rel, text in (("kernels/__init__.py", ""), ("kernels/op.py", shared),
+        for rel, text in (("kernels/__init__.py", ""), ("kernels/shared.py", shared),
                           ("kernels/gemm/triton_gemm.py", gemm),
                           ("kernels/softmax/triton_softmax.py", softmax),
                           ("kernels-0.1.0.dist-info/RECORD", record),

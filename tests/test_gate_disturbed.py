@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from kperf.gate import cli, report
+from kperf.gate.blocks import case_data
+from kperf.gate.disturbed import disturbed, usual_spread
+from kperf.gate.measure import Run
+from kperf.gate.plan import Lane
+from kperf.gate.sequential import replay
 from tests._gate import NORM, OpLog, _run_to_the_end, block, case
-from tools.gate import cli, report
-from tools.gate.blocks import case_data
-from tools.gate.disturbed import disturbed, usual_spread
-from tools.gate.measure import Run
-from tools.gate.plan import Lane
-from tools.gate.sequential import replay
 
 
 def test_a_block_far_noisier_than_its_case_is_disturbed(th) -> None:
@@ -108,7 +108,7 @@ def test_a_disturbed_round_is_measured_again_and_the_first_try_kept(
 
 
 def test_a_block_whose_host_fell_behind_the_gpu_is_disturbed() -> None:
-    from tools.gate.disturbed import disturbance, host_behind
+    from kperf.gate.disturbed import disturbance, host_behind
 
     ahead, behind = block("base", 1, 80e-6), block("head", 1, 80e-6)
     ahead.reps_queued, behind.reps_queued = [246.9, 4.0, 44.4, 45.6, 19.3], [0.5] * 4 + [9.0]
@@ -120,7 +120,7 @@ def test_a_block_whose_host_fell_behind_the_gpu_is_disturbed() -> None:
 
 
 def test_a_block_keeps_how_far_the_host_was_ahead_in_each_trial() -> None:
-    from tools.gate.blocks import block_of
+    from kperf.gate.blocks import block_of
 
     windows = [{"sm_clock_mhz_median": 1980.0, "power_w_mean": 450.0, "power_limit_w": 700.0,
                 "throttle_bits_or": 0}] * 2
@@ -138,7 +138,7 @@ def test_a_block_keeps_how_far_the_host_was_ahead_in_each_trial() -> None:
 
 
 def test_a_block_keeps_each_placed_copys_median_through_its_log(tmp_path: Path) -> None:
-    from tools.gate.blocks import BlockLog, block_of, case_data
+    from kperf.gate.blocks import BlockLog, block_of, case_data
 
     windows = [{"sm_clock_mhz_median": 1980.0, "power_w_mean": 510.0, "power_limit_w": 700.0,
                 "throttle_bits_or": 0}] * 3

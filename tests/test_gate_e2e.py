@@ -1,10 +1,11 @@
 """The gate end to end on a CPU: a toy project, a simulated power-capped GPU, the fake SMI.
 
-The toy has the real layout (a package built per commit, ``benchmarks/`` with the gate's
-two hooks ``_suites.gate_cases`` and ``_case.handle``, the harness loaded from the
-working tree). Its handler times a simulated GPU through ``harness.timing`` and the real
-amdsmi package reads the telemetry from the fake ``libamd_smi.so`` (tests/fake_amdsmi),
-whose state the handler writes as a power-capped GPU would have it:
+The toy is a kperf project (kperf.toml, a package built per commit, ``benchmarks/`` made
+by ``op_suites``) whose workers are answered by a stand-in handler
+(``KPERF_WORKER_HANDLER``, outside the repository) instead of kperf's suite. It times a
+simulated GPU through ``kperf.core.timing`` and the real amdsmi package reads the
+telemetry from the fake ``libamd_smi.so`` (tests/fake_amdsmi), whose state the handler
+writes as a power-capped GPU would have it:
 
 - the code under test (``toykern``) says how many cycles a call takes and how many watts
   it draws per MHz of clock; above the 700 W cap the clock falls to 700 W / (W per MHz)
@@ -32,23 +33,13 @@ from pathlib import Path
 
 import pytest
 
+from kperf.project import DEFAULTS
 from tests.fake_amdsmi import fake_rocm
 
 REPO = Path(__file__).resolve().parent.parent
 MACHINE = "gate-e2e"
 
-PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "toykern"
-version = "0.1.0"
-
-[tool.setuptools]
-packages = ["toykern"]
-"""
+KPERF_TOML = '[kperf]\nops = "toykern"\n'
 
 PACKAGE = """\
 WORK_MCYCLES = {work}  # millions of cycles per call
@@ -61,18 +52,14 @@ def check():
         raise RuntimeError("illegal memory access in toy kernel")
 """
 
-SUITES = '''\
-"""The toy's cases for the gate (what benchmarks/_suites.gate_cases gives in kperf)."""
+BENCH = '''\
+"""The toy's suites: one timed case, and its registers for sm_90a."""
 
+from kperf.suites import op_suites
 
-def gate_cases():
-    return [
-        {"name": "bench_toy.ToyTime.track_time('small')", "kind": "time", "unit": "seconds",
-         "spec": {"op": "toy", "case": "small"}},
-        {"name": "bench_toy.ToyRegisters.track_value('sm_90a')", "kind": "static",
-         "unit": "registers", "spec": {"op": "toy", "case": "small"}, "target": "sm_90a",
-         "figure": "registers"},
-    ]
+(ToyTime, ToyEnergy, ToyRegisters, ToyScratch, ToySharedMem, ToyOccupancy, ToyCodeSize,
+ ToyCompile) = op_suites("toy", __name__, codegen_case="small", cases=["small"],
+                         dtypes=["fp16"], backends=["toy"], targets=["sm_90a"])
 '''
 
 CASE = '''\
@@ -84,8 +71,8 @@ import random
 import time
 from pathlib import Path
 
-from harness import timing
-from harness.telemetry import open_source
+from kperf.core import timing
+from kperf.core.telemetry import open_source
 
 CAP_W, MAX_MHZ = 700.0, 2100.0
 
@@ -196,10 +183,10 @@ def _package(repo: Path, work: float = 100.0, watts: float = 0.40, regs: int = 6
 
 
 def _thresholds() -> dict:
-    th = json.loads((REPO / "thresholds.json").read_text())
+    th = json.loads((DEFAULTS / "thresholds.json").read_text())
     th["rules"] = [{"match": r"\.ToyRegisters\.", "class": "static"},
                    {"match": ".*", "class": "compute"}]
-    th["pr_subset"] = ["Toy"]
+    th["pr_subset"] = [r"ToyTime\.", r"ToyRegisters\."]
     return th
 
 
@@ -207,12 +194,10 @@ def _build_toy(root: Path) -> dict[str, str]:
     repo = root / "toy"
     (repo / "toykern").mkdir(parents=True)
     (repo / "benchmarks").mkdir()
-    shutil.copytree(REPO / "harness", repo / "harness",
-                    ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "benchmarks" / "__init__.py", repo / "benchmarks" / "__init__.py")
-    (repo / "benchmarks" / "_suites.py").write_text(SUITES)
-    (repo / "benchmarks" / "_case.py").write_text(CASE)
-    (repo / "pyproject.toml").write_text(PYPROJECT)
+    (repo / "benchmarks" / "bench_toy.py").write_text(BENCH)
+    (root / "toy_handler.py").write_text(CASE)
+    (repo / "kperf.toml").write_text(KPERF_TOML)
     _package(repo)
     (repo / "asv.conf.json").write_text(json.dumps({
         "version": 1, "project": "toykern", "repo": ".", "branches": ["main"],
@@ -239,7 +224,8 @@ def toy(tmp_path_factory: pytest.TempPathFactory) -> dict:
     shas = _build_toy(root)
     rocm = fake_rocm()
     env = dict(os.environ, ROCM_PATH=str(rocm), KPERF_TELEMETRY="amdsmi", KPERF_DEVICE="cpu",
-               KPERF_WORKER_DIR=str(root / "workers"), KPERF_WORKER_IDLE_S="30")
+               KPERF_WORKER_DIR=str(root / "workers"), KPERF_WORKER_IDLE_S="30",
+               KPERF_WORKER_HANDLER=f"{root / 'toy_handler.py'}:handle")
     for var in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
                 "ROCM_HOME"):
         env.pop(var, None)
@@ -255,7 +241,7 @@ def _gate(toy: dict, head: str, name: str, script: dict | None = None,
         path.write_text(json.dumps(script))
         env["TOY_SCRIPT"] = str(path)
     out = toy["root"] / f"out-{name}"
-    cmd = [sys.executable, "-m", "tools.gate", "--repo", str(toy["repo"]), "--head", head,
+    cmd = [sys.executable, "-m", "kperf.gate", "--repo", str(toy["repo"]), "--head", head,
            "--machine", MACHINE, "--out", str(out), "--label", name,
            "--pr-dir", str(toy["root"] / f"pr-{name}"), *extra]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
@@ -401,7 +387,7 @@ def test_an_interrupted_gate_keeps_every_block_and_resumes(toy: dict) -> None:
                                   toy["base"][:12]: {"sleep": 0.4}}))
     env["TOY_SCRIPT"] = str(script)
     pr, out = toy["root"] / f"pr-{name}", toy["root"] / f"out-{name}"
-    cmd = [sys.executable, "-m", "tools.gate", "--repo", str(toy["repo"]), "--head",
+    cmd = [sys.executable, "-m", "kperf.gate", "--repo", str(toy["repo"]), "--head",
            "unchanged", "--machine", MACHINE, "--out", str(out), "--pr-dir", str(pr),
            "--every-case"]
     log_path = toy["root"] / f"log-{name}.txt"  # a file: nobody reads a pipe while we poll

@@ -1,4 +1,4 @@
-"""The gate's exit code, from real runs of ``python -m tools.gate --no-run`` on PR folders
+"""The gate's exit code, from real runs of ``kperf gate --no-run`` on PR folders
 made here: each code for what it means (docs/gate.md, "Exit codes"), and 4 (the gate
 itself failed), naming the file, for every way the gate can fail, never 1 (a crash read as
 a regression), 2 (argparse's usage error read as "a benchmark broke") or 0 and 3 for a run
@@ -15,18 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from tests._tmpfs import UNSHARE, needs_tmpfs
-from tools.gate import cli, report
-from tools.gate.blocks import BlockLog
-from tools.gate.errors import (
+from kperf.gate import cli, report
+from kperf.gate.blocks import BlockLog
+from kperf.gate.errors import (
     EXIT_BROKEN,
     EXIT_GATE_ERROR,
     EXIT_INCONCLUSIVE,
     EXIT_PASS,
     EXIT_REGRESSION,
 )
-from tools.gate.model import Block
-from tools.gate.plan import GatePlan, Lane, write_state
+from kperf.gate.model import Block
+from kperf.gate.plan import GatePlan, Lane, write_state
+from kperf.project import DEFAULTS
+from tests._tmpfs import UNSHARE, needs_tmpfs
 
 REPO = Path(__file__).resolve().parent.parent
 REGISTERS = "bench_gemm.GemmRegisters.track_value('sm_90a', 'fp16', 'triton')"
@@ -62,7 +63,7 @@ def make_pr(root: Path, blocks: dict[str, list[Block]], **state: object) -> Path
 
 def gate(pr: Path, *extra: str, out: Path | None = None) -> tuple[int, dict, str]:
     """A real run of the CLI: its exit code, gate.json and stderr."""
-    cmd = [sys.executable, "-m", "tools.gate", "--repo", str(REPO), "--no-run",
+    cmd = [sys.executable, "-m", "kperf.gate", "--repo", str(REPO), "--no-run",
            "--pr-dir", str(pr), *extra]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
     report_path = (out or pr) / "gate.json"
@@ -142,7 +143,7 @@ def test_nothing_judged_is_never_a_pass_or_inconclusive(tmp_path: Path, what: st
 
 def test_bad_thresholds_and_a_bad_command_line_exit_4(tmp_path: Path) -> None:
     pr = make_pr(tmp_path, {REGISTERS: SAME})
-    raw = json.loads((REPO / "thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "thresholds.json").read_text())
     raw["sequential"]["min_rounds"] = 3.0
     (tmp_path / "t.json").write_text(json.dumps(raw))
     rc, data, log = gate(pr, "--thresholds", str(tmp_path / "t.json"))
@@ -164,7 +165,7 @@ def test_a_crash_anywhere_exits_4_naming_where(tmp_path: Path, monkeypatch, caps
     assert cli.main(["--repo", str(REPO), "--no-run", "--pr-dir", str(pr)]) == EXIT_GATE_ERROR
     data = json.loads((pr / "gate.json").read_text())
     assert data["status"] == "GATE ERROR" and "KeyError" in data["error"], data
-    assert "tools/gate/cli.py:" in data["error"] and str(pr) in data["error"], data
+    assert "kperf/gate/cli.py:" in data["error"] and str(pr) in data["error"], data
     assert "Traceback" in capsys.readouterr().err  # the whole story, for whoever debugs it
 
 
@@ -172,7 +173,7 @@ def test_a_full_disk_while_writing_the_report_exits_4_naming_it(tmp_path: Path, 
                                                                capsys) -> None:
     """(**simulated**: the report's write raises ENOSPC.) A run that passed, then a full
     disk writing gate.json: exit 4 naming the file, never 1."""
-    import harness.record
+    import kperf.core.record
 
     pr = make_pr(tmp_path, {REGISTERS: SAME})
     out = tmp_path / "out"
@@ -180,7 +181,7 @@ def test_a_full_disk_while_writing_the_report_exits_4_naming_it(tmp_path: Path, 
     def full(path: Path, payload: dict) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(harness.record, "atomic_write_json", full)
+    monkeypatch.setattr(kperf.core.record, "atomic_write_json", full)
     code = cli.main(["--repo", str(REPO), "--no-run", "--pr-dir", str(pr), "--out", str(out)])
     assert code == EXIT_GATE_ERROR
     assert f"{out / 'gate.json'}: cannot be written (No space left on device)" \
@@ -190,8 +191,8 @@ def test_a_full_disk_while_writing_the_report_exits_4_naming_it(tmp_path: Path, 
 def test_resume_never_deletes_outside_the_pr_folder(tmp_path: Path) -> None:
     """--resume rebuilt a side in ``<pr-dir>/sides/<base[:12]>`` after deleting it; a base
     of ``../../victim`` in gate-state.json deleted a folder beside the PR folder."""
-    from tools.gate.plan import sites_for
-    from tools.paths import PathError
+    from kperf.gate.plan import sites_for
+    from kperf.paths import PathError
 
     victim = tmp_path / "victim"
     victim.mkdir()
@@ -217,7 +218,7 @@ def test_a_full_disk_under_the_report_on_a_real_tmpfs(tmp_path: Path) -> None:
     mnt.mkdir()
     script = (f"mount -t tmpfs -o size=64k tmpfs {mnt} && mkdir {mnt}/out && "
               f"(dd if=/dev/zero of={mnt}/fill bs=4k count=64 2>/dev/null; true) && "
-              f"cd {REPO} && {sys.executable} -m tools.gate --repo {REPO} --no-run "
+              f"cd {REPO} && {sys.executable} -m kperf.gate --repo {REPO} --no-run "
               f"--pr-dir {pr} --out {mnt}/out; echo rc=$?; ls -A {mnt}/out")
     done = subprocess.run([*UNSHARE, script], capture_output=True, text=True, timeout=120)
     assert "rc=4" in done.stdout, done.stdout + done.stderr

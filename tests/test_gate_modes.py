@@ -1,4 +1,4 @@
-"""A decode round judged mode by mode (tools/gate/model.py ``placed_log_ratio``): how
+"""A decode round judged mode by mode (kperf/gate/model.py ``placed_log_ratio``): how
 many copies land in a kernel's fast places is a draw; a change of code moves every mode."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tools.gate.model import MODE_GAP, Block, copy_modes, placed_log_ratio, side_modes
+from kperf.gate.model import MODE_GAP, Block, copy_modes, placed_log_ratio, side_modes
 
 FAST, SLOW = 88.0e-6, 101.0e-6
 

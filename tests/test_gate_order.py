@@ -1,4 +1,4 @@
-"""The order of the sides at the power cap (tools/gate/look.py ``without_order``): the
+"""The order of the sides at the power cap (kperf/gate/look.py ``without_order``): the
 first block of a round follows another case's load, so at the cap it may read slower; the
 sides alternate, so the effect can be taken out of the rounds at one degree of freedom."""
 
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness import stats
+from kperf.core import stats
+from kperf.gate.look import case_rounds, without_order
+from kperf.gate.model import CaseData
+from kperf.gate.sequential import replay
 from tests._gate import NORM, block, one
-from tools.gate.look import case_rounds, without_order
-from tools.gate.model import CaseData
-from tools.gate.sequential import replay
 
 
 def alternating(change: float, order: float, rounds: int, noise: float = 0.002,

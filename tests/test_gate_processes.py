@@ -2,7 +2,7 @@
 the process stays, the case is INCONCLUSIVE naming it (never SLOW, FAST or SAME from rounds
 shared with it), its clock gap is not put down to "outside", gate.json lists it per case,
 rounds.md marks its rounds; without one, none of it. The fake workers answer as the
-measurement core does (``harness.telemetry.processes``), from a process list that holds the
+measurement core does (``kperf.core.telemetry.processes``), from a process list that holds the
 worker itself and its sibling too."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.telemetry.processes import Listed, ProcessWatch, ProcFs
+from kperf.core.telemetry.processes import Listed, ProcessWatch, ProcFs
+from kperf.gate import report
+from kperf.gate.disturbed import judge_shared
+from kperf.gate.model import Verdict
+from kperf.gate.sequential import exit_code, replay
 from tests._gate import NORM, OpLog, _run_to_the_end, block, case
-from tools.gate import report
-from tools.gate.disturbed import judge_shared
-from tools.gate.model import Verdict
-from tools.gate.sequential import exit_code, replay
 
 NEIGHBOUR = {"pid": 4242, "name": "python", "kind": "compute", "used_mb": 30512.0,
              "busy_s": None, "trials": [0, 1, 2, 3, 4]}
@@ -30,10 +30,10 @@ class Sibling:
     ME, GATE, OTHER_SIDE = 300, 200, 301
 
     def __init__(self, root: Path) -> None:
-        worker = ["python", "-m", "harness.workerproc", "--slot", "x"]
+        worker = ["python", "-m", "kperf.core.workerproc", "--slot", "x"]
         for pid, ppid, cmdline in ((self.ME, self.GATE, worker),
                                    (self.OTHER_SIDE, self.GATE, worker),
-                                   (self.GATE, 100, ["python", "-m", "tools.gate"])):
+                                   (self.GATE, 100, ["python", "-m", "kperf.gate"])):
             (root / str(pid)).mkdir(parents=True)
             (root / str(pid) / "stat").write_text(f"{pid} (python) S {ppid} 0 0\n")
             (root / str(pid) / "comm").write_text("python\n")
@@ -175,7 +175,7 @@ def test_no_verdict_from_a_confirmation_round_shared_with_another_process(th) ->
 
 
 def _cases(run) -> list:
-    from tools.gate.blocks import case_data
+    from kperf.gate.blocks import case_data
 
     return case_data(run.plan.cases, run.rows)
 

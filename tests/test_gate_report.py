@@ -3,11 +3,10 @@ hidden characters are escaped."""
 
 from __future__ import annotations
 
-from tools.gate import cli, report
-from tools.gate.config import Thresholds
-from tools.gate.model import Verdict
+from kperf.gate import cli, report
+from kperf.gate.model import Verdict
 
-from .conftest import REPO
+from .conftest import synthetic_thresholds
 
 
 def test_hostile_case_names_stay_in_their_cell() -> None:
@@ -45,7 +44,7 @@ def test_the_design_line_says_which_classes_were_timed_behind_a_hold() -> None:
     """A bandwidth case's before and after read below the history's (every rep held 150 us
     in the gate, none in the history): the report says so, once per class, and not for a
     run without such a class."""
-    th = Thresholds.load(REPO / "thresholds.json")
+    th = synthetic_thresholds()
     state = {"base": "a" * 40, "head": "b" * 40, "machine": "m"}
     rows = [Verdict(f"bench_rmsnorm.RmsnormTime.track_time('{b}')", "", "bandwidth", "SAME")
             for b in ("tilelang", "triton")]
@@ -79,9 +78,9 @@ def test_a_case_timed_by_different_methods_on_the_sides_says_so(th) -> None:
     graph_below_s, or its estimate read the host): the verdict keeps the two methods and
     its reason says part of the change is theirs; one method on both sides, or blocks that
     do not say, add nothing."""
+    from kperf.gate.look import decide_look
+    from kperf.gate.model import side_methods
     from tests._gate import NORM, case, noisy, one
-    from tools.gate.look import decide_look
-    from tools.gate.model import side_methods
 
     def verdict(base: str | None, head: str | None) -> Verdict:
         data = case(NORM, noisy(1.0, 6, 0.001, 1), noisy(1.4, 6, 0.001, 2), clock=1980.0,

@@ -1,4 +1,4 @@
-"""The gate's measuring run (tools/gate/measure.py) against fake workers: which side goes
+"""The gate's measuring run (kperf/gate/measure.py) against fake workers: which side goes
 first, generations of worker pairs, the next pair started ahead, every worker (the
 static figures' too) stopped at the end, and which blocks may share the host with a pair
 importing."""
@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from kperf.gate import cli
+from kperf.gate.measure import Run
+from kperf.gate.plan import Lane
 from tests._gate import FakeClient, OpLog, _run_to_the_end
-from tools.gate import cli
-from tools.gate.measure import Run
-from tools.gate.plan import Lane
 
 
 def test_each_case_alternates_which_side_goes_first(tmp_path: Path, th) -> None:

@@ -1,4 +1,4 @@
-"""The gate's looks and its re-measure (tools/gate/sequential.py): a decided case keeps its
+"""The gate's looks and its re-measure (kperf/gate/sequential.py): a decided case keeps its
 verdict, and a flagged one stands only where fresh pairs of workers confirm it, in time
 and in cycles. Each test names the rule it guards; removing the rule fails it."""
 
@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from kperf.gate.look import decide_look
+from kperf.gate.model import CaseData, Verdict
+from kperf.gate.sequential import confirm, replay
 from tests._gate import GEMM, NORM, block, case, one
-from tools.gate.config import Thresholds
-from tools.gate.look import decide_look
-from tools.gate.model import CaseData, Verdict
-from tools.gate.sequential import confirm, replay
+
+from .conftest import synthetic_thresholds
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -87,7 +88,7 @@ def test_confirm_checks_cycles_where_the_environment_moved_the_clock(th) -> None
     v = Verdict(GEMM, "", "compute", "SLOW", attribution="environment", ratio=1.05)
     data = CaseData(GEMM, blocks=[block("base", 9, 1.0, clock=1420.0, confirm=True),
                                   block("head", 9, 1.05, clock=1352.0, confirm=True)])
-    out = confirm(v, data, Thresholds.load(REPO / "thresholds.json"))
+    out = confirm(v, data, synthetic_thresholds())
     assert out.verdict == "INCONCLUSIVE" and out.confirmed is False
 
 

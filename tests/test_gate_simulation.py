@@ -1,7 +1,7 @@
 """The sequential design keeps its promise: with optional stopping over every look and a
 suite-wide correction, a run that changes nothing rarely calls anything SLOW or FAST.
 
-Simulated on the H200's noise figures (tools/gate/simulate.py): heavy-tailed block scatter,
+Simulated on the H200's noise figures (tools/lab/simulate.py): heavy-tailed block scatter,
 round drift, worker offsets. A second design leaves only the statistics between noise and
 a verdict: it measures the error control of the real code (``look.decide_look``'s
 spending over looks and correction over cases), so an edit that removes either fails it;
@@ -15,9 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from tools.gate import look, simulate
-from tools.gate.config import Thresholds
-from tools.gate.simulate import Noise, flag_rate, rates, suite
+from kperf.gate import look
+from kperf.gate.config import Thresholds
+from kperf.project import DEFAULTS
+from tools.lab import simulate
+from tools.lab.simulate import Noise, flag_rate, rates, suite
+
+from .conftest import synthetic_thresholds
 
 REPO = Path(__file__).resolve().parent.parent
 GATES = 60
@@ -25,7 +29,7 @@ GATES = 60
 
 @pytest.fixture(scope="module")
 def th() -> Thresholds:
-    return Thresholds.load(REPO / "thresholds.json")
+    return synthetic_thresholds()
 
 
 def test_false_alarms_stay_below_alpha_under_optional_stopping(th) -> None:
@@ -53,12 +57,12 @@ RUNS = 150
 
 @pytest.fixture(scope="module")
 def stats_only() -> Thresholds:
-    raw = json.loads((REPO / "thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "thresholds.json").read_text())
     raw["alpha"] = 0.1
     raw["sequential"].update(max_rounds=12, rounds_per_generation=2)  # 10 looks, pairs of 2
     for name, (sd, tau) in SPREAD.items():
         raw["classes"][name] = {"min_ratio": 1e-4, "sd_floor": sd, "pair_offset_sd": tau}
-    return Thresholds.from_dict(raw, REPO / "thresholds.json")
+    return Thresholds.from_dict(raw, DEFAULTS / "thresholds.json")
 
 
 def test_the_looks_hold_alpha_through_the_real_spending_and_correction(stats_only) -> None:
@@ -83,19 +87,19 @@ def test_without_the_spending_or_the_correction_the_bound_breaks(
 
 
 def test_a_threshold_can_be_replaced_for_a_simulation_and_a_wrong_key_is_named() -> None:
-    th = simulate.with_settings(REPO / "thresholds.json",
+    th = simulate.with_settings(DEFAULTS / "thresholds.json",
                                 ["classes.bandwidth.min_ratio=0.0075", "sequential.max_rounds=10"])
     assert th.classes["bandwidth"].min_ratio == 0.0075
     assert th.sequential.max_rounds == 10
     with pytest.raises(SystemExit, match=r"no key .classes\.bandwith\.min_ratio."):
-        simulate.with_settings(REPO / "thresholds.json", ["classes.bandwith.min_ratio=0.01"])
+        simulate.with_settings(DEFAULTS / "thresholds.json", ["classes.bandwith.min_ratio=0.01"])
 
 
 def test_the_decode_class_finds_a_two_percent_change_that_it_used_to_miss(th) -> None:
     """The decode class's choice (docs/gate-evidence.md, 'The decode class'): with its
     rounds scattering ~0.4%, 1.5% finds a +2% decode change in most gates and keeps the
     unchanged one SAME, where 2% with a 0.8% floor found it in about a third."""
-    before = simulate.with_settings(REPO / "thresholds.json", [
+    before = simulate.with_settings(DEFAULTS / "thresholds.json", [
         "classes.decode.min_ratio=0.02", "classes.decode.pair_offset_sd=0.008"])
     changed = suite(0, 0, decode=2, decode_effect=0.02)
     now, then = rates(60, *changed, th, seed=4), rates(60, *changed, before, seed=4)

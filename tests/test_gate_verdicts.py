@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
+from kperf.gate import report
+from kperf.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
+from kperf.gate.look import decide_look
+from kperf.gate.model import Block, CaseData, Verdict, attribute
+from kperf.gate.sequential import exit_code, replay
 from tests._gate import GEMM, NORM, block, case, noisy, one
-from tools.gate import report
-from tools.gate.errors import EXIT_BROKEN, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_REGRESSION
-from tools.gate.look import decide_look
-from tools.gate.model import Block, CaseData, Verdict, attribute
-from tools.gate.sequential import exit_code, replay
 
 # --------------------------------------------------------------------------- decisions
 

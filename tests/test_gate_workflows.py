@@ -153,7 +153,7 @@ def test_write_tokens_never_meet_pr_code_or_gpu_runners() -> None:
             ref = str(step.get("with", {}).get("ref", ""))
             assert "pull" not in ref and "head_sha" not in ref, (workflow, name, step)
             assert "allow-unsafe-pr-checkout" not in step.get("with", {})
-            assert "tools.gate" not in step.get("run", "")
+            assert "kperf.gate" not in step.get("run", "")
 
 
 def test_fork_code_needs_an_enforced_approval_first() -> None:
@@ -305,23 +305,23 @@ def test_nightly_keeps_records_with_the_results_and_publishes_them() -> None:
     jobs = _load(NIGHTLY)["jobs"]
     measure = _step(NIGHTLY, "measure", "asv run NEW in the image")["run"]
     assert '"run", "NEW"' in measure and "--record-samples" in measure
-    assert "tools.history.records_archive pack --records .asv/records" in measure
+    assert "kperf records pack --records .asv/records" in measure
     assert "nightly-out/records/$machine/" in measure and ".tar.xz" in measure
     upload = next(s for s in jobs["measure"]["steps"]
                   if s.get("uses", "").startswith("actions/upload-artifact@"))
     assert upload["with"]["path"] == "${{ runner.temp }}/nightly-out/"
     store = _step(NIGHTLY, "store", "Store results and records")["run"]
-    assert "tools.history.records_archive store --incoming incoming --into history" in store
+    assert "kperf records store --incoming incoming --into history" in store
     assert "git add -A results records" in _step(NIGHTLY, "store", "Push")["run"]
     publish = _step(NIGHTLY, "publish", "Results and records from perf-results")["run"]
-    assert "tools.history.records_archive unpack" in publish and '--dest ".asv/$folder"' in publish
-    from tools.history.records_archive import RECORD_FOLDERS
+    assert "kperf records unpack" in publish and '--dest ".asv/$folder"' in publish
+    from kperf.history.records_archive import RECORD_FOLDERS
 
     assert f"for folder in {' '.join(RECORD_FOLDERS)}; do" in publish
     assert "git add -A results " + " ".join(RECORD_FOLDERS) in _step(NIGHTLY, "store",
                                                                      "Push")["run"]
     runs = [s.get("run", "") for s in jobs["publish"]["steps"]]
-    assert "python -m tools.site.publish" in runs, "the site of every machine, kperf's pages too"
+    assert "python -m kperf publish" in runs, "the site of every machine, kperf's pages too"
     assert set(jobs["store"]["needs"]) == {"measure", "codegen"}
     assert jobs["publish"]["needs"] == "store"
 
@@ -339,7 +339,7 @@ exit 1
 
 
 def test_the_codegen_jobs_call_the_script_on_hosted_runners_with_no_write_token() -> None:
-    """Both workflows' CPU jobs only call tools/stacks/codegen_runner.py (its logic is
+    """Both workflows' CPU jobs only call `kperf codegen` (its logic is
     tested, the workflow's is not), on a GitHub-hosted runner, with a read-only token
     that no checkout keeps, and no secret."""
     for workflow, mode in ((GATE, "pr"), (NIGHTLY, "nightly")):
@@ -348,8 +348,8 @@ def test_the_codegen_jobs_call_the_script_on_hosted_runners_with_no_write_token(
         text = yaml.safe_dump(job)
         assert "secrets." not in text and "allow-unsafe-pr-checkout" not in text
         runs = [s["run"] for s in job["steps"] if "run" in s]
-        calls = [r for r in runs if "tools.stacks.codegen_runner" in r]
-        assert len(calls) == 1 and f"tools.stacks.codegen_runner {mode}" in calls[0]
+        calls = [r for r in runs if "kperf codegen" in r]
+        assert len(calls) == 1 and f".venv/bin/kperf codegen {mode}" in calls[0]
         assert any("bash tools/setup_env.sh" in r for r in runs), "the README's setup"
     checkout = _load(GATE)["jobs"]["codegen"]["steps"][0]["with"]
     assert checkout["ref"] == "${{ github.event.pull_request.head.sha }}"
@@ -365,7 +365,7 @@ def test_the_pr_codegen_step_hands_its_verdict_on_and_stays_green(tmp_path: Path
     1, and it is stage 2 that turns the exit code into the perf-gate (cpu-codegen)
     status."""
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
-    fake = tmp_path / ".venv" / "bin" / "python"
+    fake = tmp_path / ".venv" / "bin" / "kperf"
     fake.write_text(FAKE_RUNNER)
     fake.chmod(0o755)
     summary = tmp_path / "summary.md"
@@ -375,8 +375,8 @@ def test_the_pr_codegen_step_hands_its_verdict_on_and_stays_green(tmp_path: Path
     assert out.returncode == 0, out.stdout + out.stderr
     assert "exit 1" in out.stdout and summary.read_text() == "the report\n"
     called = (tmp_path / "called-with").read_text().split()
-    assert called[:4] == ["-m", "tools.stacks.codegen_runner", "pr", "--main-branch"]
-    assert called[4] == "main" and step["env"]["BASE_REF"] == (
+    assert called[:3] == ["codegen", "pr", "--main-branch"]
+    assert called[3] == "main" and step["env"]["BASE_REF"] == (
         "${{ github.event.pull_request.base.ref }}")
 
 

@@ -36,8 +36,8 @@ def _graph_replay_per_call(fn, calls: int = 200, replays: int = 20) -> float:
 def test_two_microsecond_kernel_reads_its_graph_replay_time():
     import torch
 
-    from harness.device import TorchDevice
-    from harness.timing import Plan, measure
+    from kperf.core.device import TorchDevice
+    from kperf.core.timing import Plan, measure
 
     x = torch.randn(1 << 20, device="cuda")  # 4 MB in, 4 MB out: ~2 us on an H200
     y = torch.empty_like(x)
@@ -55,14 +55,14 @@ def test_a_host_behind_the_gpu_gets_a_hold_and_the_kernels_own_time():
     the GPU, and needs no hold; one that spins 300 us before each launch is not, and
     without a hold the events would read its latency too. A trial's worth of reps shows
     the host behind, and the loop puts a hold longer than the host's time a rep before
-    each start event: the slow host's samples are then the kernel's (harness/timing.py,
+    each start event: the slow host's samples are then the kernel's (kperf/core/timing.py,
     ``rep_hold_s``)."""
     import time
 
     import torch
 
-    from harness.device import TorchDevice
-    from harness.timing import Plan, measure
+    from kperf.core.device import TorchDevice
+    from kperf.core.timing import Plan, measure
 
     x = torch.randn(1 << 25, device="cuda")  # 128 MB in, 128 MB out: ~50 us on an H200
     y = torch.empty_like(x)
@@ -98,8 +98,8 @@ def test_a_flush_by_reading_evicts_and_costs_no_more_than_one_by_writing():
     next, ~6 us unflushed."""
     import torch
 
-    from harness.device import TorchDevice
-    from harness.timing import Plan, measure
+    from kperf.core.device import TorchDevice
+    from kperf.core.timing import Plan, measure
 
     x = torch.randn(1 << 21, device="cuda")  # 8 MB in, 8 MB out
     y = torch.empty_like(x)
@@ -123,7 +123,7 @@ def test_placed_outputs_on_the_gpu_are_each_copys_own_and_right(backend):
     copy's output lies in its own arena slot and holds the original's values."""
     import torch
 
-    from benchmarks._case import PAGE_BYTES, CaseRunner
+    from kperf.suites.case import PAGE_BYTES, CaseRunner
 
     runner = CaseRunner()
     spec = {"op": "rmsnorm", "case": "deepseek-v3.kv_a_norm", "dtype": "bf16",
@@ -146,9 +146,9 @@ def test_placed_outputs_on_the_gpu_are_each_copys_own_and_right(backend):
 @pytest.mark.parametrize("backend", ["tilelang", "triton", "torch"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_gemm_is_correct_on_the_gpu(backend, dtype):
-    from harness.prepare import prepare
-    from kernels.registry import get_op
-    from kernels.targets import current_device_target
+    from kperf.core.prepare import prepare
+    from kperf.ops.registry import get_op
+    from kperf.ops.targets import current_device_target
 
     for case in ("square-4096", "llama3-8b.gate_up_proj.decode16"):
         p = prepare(get_op("gemm"), case, dtype, backend, current_device_target())
@@ -156,7 +156,7 @@ def test_gemm_is_correct_on_the_gpu(backend, dtype):
 
 
 def test_telemetry_reads_the_gpu():
-    from harness.telemetry import open_source
+    from kperf.core.telemetry import open_source
 
     source = open_source()
     try:
@@ -169,11 +169,11 @@ def test_telemetry_reads_the_gpu():
 
 
 def test_every_ops_inputs_are_drawn_on_the_device_the_same_per_seed():
-    """``kernels.op.seeded``: inputs drawn on the GPU (the host took 5 s for the largest
+    """``kperf.ops.op.seeded``: inputs drawn on the GPU (the host took 5 s for the largest
     GEMM case), so each tensor is born there, and a seed still fixes its values."""
     import torch
 
-    from kernels.registry import get_op, op_names
+    from kperf.ops.registry import get_op, op_names
 
     for op in map(get_op, op_names()):
         case = min(op.cases, key=lambda c: sum(c.dims.values()))
@@ -196,9 +196,9 @@ def test_the_cool_rule_ends_a_copys_warm_up_after_a_capped_gemm_early_at_its_lev
 
     import torch
 
-    from harness.device import TorchDevice
-    from harness.telemetry import open_source
-    from harness.timing import Plan, measure
+    from kperf.core.device import TorchDevice
+    from kperf.core.telemetry import open_source
+    from kperf.core.timing import Plan, measure
 
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
     gemm = [lambda: a @ a]

@@ -1,5 +1,5 @@
 """The head-to-head page's "held" mark: its tooltip's figure of how far a hold moves a time
-is computed from the series' own trend on the page (tools/site/headtohead.py
+is computed from the series' own trend on the page (kperf/site/headtohead.py
 ``hold_effect``), not one RMSNorm's figure stated for every cell."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tools.site import data, headtohead, headtohead_page
+from kperf.site import data, headtohead, headtohead_page
 
 from ._site import _files, _record
 

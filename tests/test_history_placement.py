@@ -1,5 +1,5 @@
 """The history places a case's buffers as the gate places a block of its class
-(benchmarks/_suites.py ``placement_plan``): the classes whose level follows where their
+(kperf/suites/timed.py ``placement_plan``): the classes whose level follows where their
 buffers lie (``level_by_placement``) are measured over placed copies, every other class as
 its buffers were allocated; a suite whose cases are placed has its own asv version."""
 
@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 
+from kperf.project import DEFAULTS
+from kperf.suites.timed import placement_plan
+
 from ._bench import asked_plans
 
 REPO = Path(__file__).resolve().parent.parent
@@ -21,11 +24,11 @@ STATIC = "bench_gemm.GemmRegisters.track_value('square-8192', 'fp16', 'triton')"
 
 
 def _thresholds() -> dict[str, Any]:
-    return json.loads((REPO / "thresholds.json").read_text())
+    return json.loads((DEFAULTS / "thresholds.json").read_text())
 
 
 def test_only_classes_whose_level_follows_placement_are_placed() -> None:
-    from benchmarks._suites import placement_plan
+    from kperf.suites.timed import placement_plan
 
     bandwidth = _thresholds()["classes"]["bandwidth"]
     assert placement_plan(NORM) == {
@@ -39,7 +42,7 @@ def test_only_classes_whose_level_follows_placement_are_placed() -> None:
 
 def test_a_class_that_stops_following_placement_is_measured_as_allocated(
         tmp_path: Path) -> None:
-    from benchmarks._suites import placement_plan
+    from kperf.suites.timed import placement_plan
 
     raw = _thresholds()
     raw["classes"]["bandwidth"]["level_by_placement"] = False
@@ -52,11 +55,11 @@ def test_a_class_that_stops_following_placement_is_measured_as_allocated(
 
 
 def test_the_history_places_every_case_as_the_gate_places_its_class() -> None:
-    from benchmarks._suites import gate_cases, placement_plan
-    from tools.gate.config import Thresholds
-    from tools.gate.measure import class_placement
+    from kperf.gate.config import Thresholds
+    from kperf.gate.measure import class_placement
+    from kperf.suites.timed import gate_cases, placement_plan
 
-    th = Thresholds.load(REPO / "thresholds.json")
+    th = Thresholds.load(DEFAULTS / "thresholds.json")
     placed = 0
     for case in gate_cases():
         _, klass = th.rule_for(case["name"])
@@ -84,23 +87,30 @@ def test_the_suite_asks_for_its_cases_placement_unless_the_plan_names_its_own(
     assert "placements" not in asked
 
 
-def test_a_suite_with_placed_cases_has_a_version_of_its_own(tmp_path: Path) -> None:
-    from benchmarks import bench_attention, bench_gemm, bench_layernorm, bench_rmsnorm
-    from benchmarks._suites import suite_version
-    from harness import METHOD_VERSION
+def test_a_suites_version_is_its_measuring_methods_alone(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """asv starts a new series where a benchmark's version changes: it is kperf's measuring
+    method (METHOD_VERSION), never the gate's configuration. A class's placements edited in
+    thresholds.json change how its cases are measured (each record carries its plan), not
+    which series they continue."""
+    import importlib
 
-    assert bench_attention.AttentionTime.version == METHOD_VERSION  # nothing placed
-    assert bench_rmsnorm.RmsnormTime.version.startswith(f"{METHOD_VERSION}+placed-")
-    assert bench_rmsnorm.RmsnormEnergy.version == bench_rmsnorm.RmsnormTime.version
-    assert bench_layernorm.LayernormTime.version == bench_rmsnorm.RmsnormTime.version
-    assert bench_gemm.GemmTime.version not in (METHOD_VERSION, bench_rmsnorm.RmsnormTime.version)
+    from benchmarks import bench_attention, bench_gemm, bench_rmsnorm
+    from kperf import project
+    from kperf.core import METHOD_VERSION
+
+    suites = (bench_attention.AttentionTime, bench_rmsnorm.RmsnormTime,
+              bench_rmsnorm.RmsnormEnergy, bench_gemm.GemmTime, bench_gemm.GemmCompile)
+    assert {s.version for s in suites if hasattr(s, "version")} == {METHOD_VERSION}
     raw = _thresholds()
     raw["classes"]["bandwidth"]["placements"] = 8
-    path = tmp_path / "thresholds.json"
-    path.write_text(json.dumps(raw))
-    name = "bench_rmsnorm.RmsnormTime.track_time"
-    assert suite_version(name, bench_rmsnorm.RmsnormTime.params, path) != \
-        bench_rmsnorm.RmsnormTime.version  # another placement, another series
+    (tmp_path / "thresholds.json").write_text(json.dumps(raw))
+    (tmp_path / "kperf.toml").write_text((project.find().config).read_text())
+    monkeypatch.setenv(project.PROJECT_ENV, str(tmp_path))
+    assert project.find().thresholds == tmp_path / "thresholds.json"
+    again = importlib.reload(bench_rmsnorm)
+    assert again.RmsnormTime.version == METHOD_VERSION
+    assert placement_plan(NORM)["placements"] == 8  # measured another way, same series
 
 
 def test_a_placed_case_is_measured_over_its_copies_and_says_so(

@@ -3,8 +3,8 @@ the thresholds of asv.conf.json flags every real step at a class's threshold and
 unchanged control, in time and in energy per call; each step says its cause.
 
 One history of two commits is built on the CPU from records (tests/site_fixture.py,
-``build_step_history``: asv's results written by asv, records by harness.record; the
-figures synthetic), as a user tries two commits with ``tools.history.bench --range``. Per class
+``build_step_history``: asv's results written by asv, records by kperf.core.record; the
+figures synthetic), as a user tries two commits with ``kperf.history.bench --range``. Per class
 a case steps by 1.2 times its class's threshold and an unchanged control moves by twice
 the class's run-to-run spread (its 90th percentile or so: the bandwidth class's energy
 then moves +11.8%, as an unchanged RMSNorm's did with the board's state). Beside them a
@@ -28,11 +28,12 @@ from typing import Any
 
 import pytest
 
+from kperf.gate.asvio import asv_threshold
+from kperf.gate.config import Thresholds
+from kperf.project import DEFAULTS
+from kperf.site.spreads import History as Spreads
+from kperf.site.steps import summary
 from tests import site_fixture as fx
-from tools.gate.asvio import asv_threshold
-from tools.gate.config import Thresholds
-from tools.history.spreads import History as Spreads
-from tools.site.steps import summary
 
 from .conftest import REPO
 from .test_site import needs_assets
@@ -92,8 +93,8 @@ def _runs(case: fx.Case, spec: tuple, time_change: float, energy_change: float
 
 def class_history() -> tuple[dict[fx.Case, list[fx.Run]], dict[str, str], dict[str, str]]:
     """Runs at two commits; the series that step and the controls (name -> class)."""
-    table, spreads = _conf_thresholds(), Spreads.load(REPO / "history-thresholds.json")
-    gate = Thresholds.load(REPO / "thresholds.json")
+    table, spreads = _conf_thresholds(), Spreads.load(DEFAULTS / "history-thresholds.json")
+    gate = Thresholds.load(DEFAULTS / "thresholds.json")
     runs: dict[fx.Case, list[fx.Run]] = {POWER_CASE: POWER_RUNS, HEAT_CASE: HEAT_RUNS}
     stepped: dict[str, str] = {}
     controls: dict[str, str] = {}
@@ -190,8 +191,8 @@ def test_the_old_thresholds_fail_the_same_history(site: dict, tmp_path: Path) ->
     """asv.conf.json before the classes (5% time, 0.01% for the rest): the bandwidth step
     goes unflagged (the compute one, 1.2 x its 4.5%, is past 5%) and the unchanged
     controls' energy is flagged."""
-    from tools.gate.asvio import load_project_conf
-    from tools.site import publish as publish_tool
+    from kperf.gate.asvio import load_project_conf
+    from kperf.site import publish as publish_tool
 
     history = site["history"]
     conf = load_project_conf(history.repo / "asv.conf.json")
@@ -243,8 +244,8 @@ def test_a_power_mediated_step_shows_its_cause_on_both_pages(site: dict) -> None
 
 
 def test_the_cause_line_is_the_gates_wording() -> None:
-    """The line a step shows, from its figures (tools/site/steps.py:summary)."""
-    from tools.site.steps import Side, Step
+    """The line a step shows, from its figures (kperf/site/steps.py:summary)."""
+    from kperf.site.steps import Side, Step
 
     step = Step("s(1)", "m", "s", {}, Side("a", 1.0, 1.0, 1362.0, 692.0, 700.0),
                 Side("b", 1.095, 1.097, 1229.0, 693.0, 700.0), 1, time_ratio=1.095,

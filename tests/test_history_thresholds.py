@@ -1,22 +1,29 @@
-"""The history's regression thresholds (tools/history/history_thresholds.py): asv.conf.json and
-docs/site.md in step with their sources, every series given its class's threshold by
-asv's own matching, and the rule that turns a class's spread into a threshold."""
+"""The history's regression thresholds (kperf/history/history_thresholds.py and
+kperf/site/series.py): history-thresholds.json and docs/site.md in step with their A/A
+data, every series given its class's threshold by asv's own matching of what
+``kperf publish`` hands asv, and the rule that turns a class's spread into a threshold."""
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
 
 import pytest
 
-from tools.config import ConfigError
-from tools.gate import asvio
-from tools.gate.config import KernelClass, Thresholds
-from tools.history import aadata
-from tools.history import history_thresholds as ht
+from kperf import project
+from kperf.config import ConfigError
+from kperf.gate import asvio
+from kperf.gate.config import KernelClass, Thresholds
+from kperf.history import aadata
+from kperf.history import history_thresholds as ht
+from kperf.project import DEFAULTS
+from kperf.site.publish import series_thresholds
 
 from .conftest import REPO
+
+PROJECT = project.load(REPO)
 
 
 @pytest.fixture(scope="module")
@@ -24,19 +31,32 @@ def discovered() -> list[dict]:
     return ht.discover(REPO / "benchmarks")
 
 
+@functools.cache
+def _table() -> dict:
+    """The regressions_thresholds ``kperf publish`` hands asv for this repository."""
+    table, problem = series_thresholds(REPO)
+    assert not problem
+    return table
+
+
 def test_every_generated_file_is_in_step_with_the_data() -> None:
-    gen = ht.generate(REPO)
-    assert ht.stale(REPO, gen) == [], "run: python -m tools.history.history_thresholds --write"
+    gen = ht.generate(PROJECT)
+    assert ht.stale(gen) == [], "run: kperf thresholds --write"
 
 
-def test_asv_gives_every_series_its_class_threshold(discovered: list[dict]) -> None:
-    """asv.conf.json as asv reads it, matched as asv's publish matches it; each series'
-    class from the gate's rules (an Energy series from its Time twin's)."""
+def test_asv_gives_every_series_its_class_threshold(discovered: list[dict],
+                                                   tmp_path: Path) -> None:
+    """What publish hands asv, as asv reads it (a config file of its own), matched as asv's
+    publish matches it; each series' class from its op's declaration or the gate's rules
+    (an Energy series from its Time twin's)."""
     from asv.config import Config
 
-    table = Config.load(str(REPO / "asv.conf.json")).regressions_thresholds
-    gate = Thresholds.load(REPO / "thresholds.json")
-    history = ht.History.load(REPO / "history-thresholds.json")
+    conf = json.loads(json.dumps(asvio.load_project_conf(REPO / "asv.conf.json")))
+    path = tmp_path / "asv.conf.json"
+    path.write_text(json.dumps({**conf, "regressions_thresholds": _table()}))
+    table = Config.load(str(path)).regressions_thresholds
+    gate = Thresholds.load(DEFAULTS / "thresholds.json")
+    history = ht.History.load(DEFAULTS / "history-thresholds.json")
     seen: dict[str, set[float]] = {}
     n = 0
     for bench in discovered:
@@ -56,7 +76,7 @@ def test_asv_gives_every_series_its_class_threshold(discovered: list[dict]) -> N
 
 
 def _history(tmp_path: Path, **change) -> Path:
-    raw = json.loads((REPO / "history-thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "history-thresholds.json").read_text())
     raw.update(change)
     path = tmp_path / "history-thresholds.json"
     path.write_text(json.dumps(raw))
@@ -106,10 +126,6 @@ KV_A_NORM = "bench_rmsnorm.RmsnormTime.track_time('deepseek-v3.kv_a_norm', 'fp16
 SQUARE_GEMM = "bench_gemm.GemmTime.track_time('square-8192', 'fp16', 'triton')"
 
 
-def _table() -> dict:
-    return asvio.load_project_conf(REPO / "asv.conf.json")["regressions_thresholds"]
-
-
 def _flagged(pairs: list[dict], table: dict) -> list[bool]:
     """Per pair: whether asv's publish would flag its series' rise from the first run to the
     second under ``table`` (one step of a two-commit history: its level rises by more than
@@ -123,9 +139,9 @@ def _aa_pairs() -> list[dict]:
     as it does now: a class whose level follows placement only from placed runs (its
     unplaced series were of another method and asv version; docs/site.md, 'Where the
     history's buffers lie')."""
-    from tools.history.series import series_class
+    from kperf.site.series import series_class
 
-    gate = Thresholds.load(REPO / "thresholds.json")
+    gate = Thresholds.load(DEFAULTS / "thresholds.json")
     out = []
     for path in sorted((REPO / "tests" / "data").glob("h200-history-*.json")):
         raw = json.loads(path.read_text())
@@ -169,7 +185,7 @@ def test_every_aa_data_file_is_one_the_thresholds_come_from() -> None:
     data = REPO / "tests" / "data"
     names = {f"tests/data/{p.name}" for pattern in ("h200-history-*.json", "cpu-compile-aa-*.json")
              for p in data.glob(pattern)}
-    assert set(ht.History.load_raw(REPO / "history-thresholds.json")["data"]) == names
+    assert set(ht.History.load_raw(DEFAULTS / "history-thresholds.json")["data"]) == names
 
 
 def test_history_thresholds_json_is_what_the_data_gives(tmp_path: Path) -> None:
@@ -177,9 +193,9 @@ def test_history_thresholds_json_is_what_the_data_gives(tmp_path: Path) -> None:
     files it names: a figure typed by hand makes it stale, and --write puts the computed one
     back. The figures as measured: the bandwidth time class without its two-level series,
     the compute time class's largest move a fall."""
-    raw = ht.History.load_raw(REPO / "history-thresholds.json")
-    gen = ht.generate(REPO)
-    assert gen.history_text == (REPO / "history-thresholds.json").read_text()
+    raw = ht.History.load_raw(DEFAULTS / "history-thresholds.json")
+    gen = ht.generate(PROJECT)
+    assert gen.history_text == (DEFAULTS / "history-thresholds.json").read_text()
     bw, cp = raw["classes"]["bandwidth"]["time"], raw["classes"]["compute"]["time"]
     assert bw["pairs"] == 59 and bw["largest"] < 0.005 < raw["two_level"][KV_A_NORM]["largest"]
     assert bw["from"] == {"tests/data/h200-history-2026-12-04-placed.json": 59}
@@ -190,8 +206,8 @@ def test_history_thresholds_json_is_what_the_data_gives(tmp_path: Path) -> None:
     typed = json.loads(path.read_text())
     typed["classes"]["bandwidth"]["time"]["largest"] = 0.0228  # the journal's figure
     path.write_text(json.dumps(typed, indent=1) + "\n")
-    regen = ht.generate(repo)
-    assert [Path(p).name for p in ht.stale(repo, regen)] == ["history-thresholds.json"]
+    regen = ht.generate(project.load(repo))
+    assert [Path(p).name for p in ht.stale(regen)] == ["history-thresholds.json"]
     assert regen.history_text == gen.history_text
 
 
@@ -201,15 +217,15 @@ def test_from_data_computes_the_figures_from_the_files_given(tmp_path: Path) -> 
     of 2026-12-04 (largest 1.89%) and history-thresholds.json names that file only."""
     placed, compiles = f"tests/data/{H200_PLACED.name}", f"tests/data/{CPU_COMPILE.name}"
     with pytest.raises(ConfigError, match="seen 1 time"):
-        ht.generate(REPO, [placed, compiles])
+        ht.generate(PROJECT, [placed, compiles])
     with pytest.raises(ConfigError, match="measures compile time"):  # a class left unmeasured
-        ht.generate(REPO, [placed])
+        ht.generate(PROJECT, [placed])
     repo = _copy_repo(tmp_path)
     path = repo / "history-thresholds.json"
     raw = json.loads(path.read_text())
     del raw["two_level"]
     path.write_text(json.dumps(raw))
-    gen = ht.generate(repo, [placed, compiles])
+    gen = ht.generate(project.load(repo), [placed, compiles])
     raw = json.loads(gen.history_text)
     assert raw["data"] == {placed: 220, compiles: 49}
     compute = raw["classes"]["compute"]["time"]
@@ -218,7 +234,8 @@ def test_from_data_computes_the_figures_from_the_files_given(tmp_path: Path) -> 
 
 def test_new_aa_data_changes_every_generated_file_until_written(tmp_path: Path) -> None:
     """A new A/A pair whose SwiGLU moved 1% (placed) raises the bandwidth time class's
-    largest to 1% and its threshold to 1.25% -> 1.5%: all three files go stale together."""
+    largest to 1% and its threshold to 1.25% -> 1.5%: both files go stale together, and
+    the thresholds publish hands asv follow."""
     repo = _copy_repo(tmp_path)
     data = repo / "tests" / "data" / H200_PLACED.name
     raw = json.loads(data.read_text())
@@ -226,13 +243,13 @@ def test_new_aa_data_changes_every_generated_file_until_written(tmp_path: Path) 
                                 "'triton')", "first": 1.0e-4, "second": 0.99e-4,
                       "pair": "row ops"})
     data.write_text(json.dumps(raw))
-    gen = ht.generate(repo)
-    assert sorted(Path(p).name for p in ht.stale(repo, gen)) == [
-        "asv.conf.json", "history-thresholds.json", "site.md"]
-    assert "0.015,  // bandwidth time" in gen.conf_text and "`--factor 1.015`" in gen.doc_text
-    for path, text in ht._targets(repo, gen):
+    gen = ht.generate(project.load(repo))
+    assert sorted(Path(p).name for p in ht.stale(gen)) == ["history-thresholds.json", "site.md"]
+    assert 0.015 in {e.threshold for e in gen.entries if "bandwidth time" in e.label}
+    assert "`--factor 1.015`" in gen.doc_text
+    for path, text in ht._targets(gen):
         path.write_text(text)
-    assert ht.stale(repo, ht.generate(repo)) == []
+    assert ht.stale(ht.generate(project.load(repo))) == []
 
 
 def test_a_two_level_series_gets_its_own_threshold_and_not_its_class(tmp_path: Path) -> None:
@@ -244,14 +261,14 @@ def test_a_two_level_series_gets_its_own_threshold_and_not_its_class(tmp_path: P
     for twin in (KV_A_NORM.replace("'fp16'", "'bf16'"), KV_A_NORM.replace("tilelang", "triton"),
                  KV_A_NORM.replace("deepseek-v3.kv_a_norm", "llama3-8b.hidden")):
         assert asvio.asv_threshold(table, twin) == 0.01, twin
-    raw = ht.History.load_raw(REPO / "history-thresholds.json")
+    raw = ht.History.load_raw(DEFAULTS / "history-thresholds.json")
     (low, high) = raw["two_level"][KV_A_NORM]["levels"]
     assert low[1] < 8.35e-6 < 8.65e-6 < high[0] and (low[2], high[2]) == (4, 2)
     repo = _copy_repo(tmp_path)
     path = repo / "history-thresholds.json"
     del raw["two_level"]
     path.write_text(json.dumps(raw))
-    gen = ht.generate(repo)
+    gen = ht.generate(project.load(repo))
     bandwidth_time = {s.threshold for s in gen.series if (s.klass, s.measure) == (
         "bandwidth", "time")}
     assert bandwidth_time == {0.06}
@@ -266,7 +283,7 @@ def test_a_series_named_two_level_whose_data_shows_one_level_is_refused(
     raw["two_level"][one] = {"why": "typed by hand"}
     path.write_text(json.dumps(raw))
     with pytest.raises(ConfigError, match="no two levels") as err:
-        ht.generate(repo)
+        ht.generate(project.load(repo))
     assert err.value.pointer == f"/two_level/{one}"
     assert aadata.two_levels_shown([[8.33, 8.34, 4], [8.69, 8.72, 2]], 0.01) == ""
     assert "seen 1 time" in aadata.two_levels_shown([[8.33, 8.34, 5], [8.69, 8.69, 1]], 0.01)
@@ -277,7 +294,7 @@ def test_a_series_named_two_level_whose_data_shows_one_level_is_refused(
 def test_unplaced_runs_of_a_placed_class_are_not_its_data(tmp_path: Path) -> None:
     """The decode16 TileLang GEMM's unplaced runs (2026-12-03) moved -13.4%; the decode
     class is placed now, so its figures come from the placed file only."""
-    raw = ht.History.load_raw(REPO / "history-thresholds.json")
+    raw = ht.History.load_raw(DEFAULTS / "history-thresholds.json")
     for klass in ("bandwidth", "decode"):
         for measure in ("time", "energy"):
             assert list(raw["classes"][klass][measure]["from"]) == [
@@ -351,34 +368,37 @@ def test_a_bad_history_file_names_the_file_and_field(tmp_path: Path, change: dic
 
 def test_a_timed_class_without_a_spread_is_refused(tmp_path: Path,
                                                    discovered: list[dict]) -> None:
-    raw = json.loads((REPO / "history-thresholds.json").read_text())
+    raw = json.loads((DEFAULTS / "history-thresholds.json").read_text())
     del raw["classes"]["compute"]
     path = tmp_path / "history-thresholds.json"
     path.write_text(json.dumps(raw))
-    gate = Thresholds.load(REPO / "thresholds.json")
+    gate = Thresholds.load(DEFAULTS / "thresholds.json")
     with pytest.raises(ConfigError, match="class 'compute'") as err:
         ht.series_of(discovered, gate, ht.History.load(path))
     assert err.value.pointer == "/classes/compute"
 
 
 def _copy_repo(tmp_path: Path) -> Path:
+    """A project of the repository's ops and data, with thresholds files of its own."""
     repo = tmp_path / "repo"
     (repo / "docs").mkdir(parents=True)
-    for name in ("asv.conf.json", "thresholds.json", "history-thresholds.json",
-                 "docs/site.md"):
+    for name in ("asv.conf.json", "kperf.toml", "docs/site.md"):
         shutil.copyfile(REPO / name, repo / name)
+    for name in ("thresholds.json", "history-thresholds.json"):
+        shutil.copyfile(DEFAULTS / name, repo / name)
     shutil.copytree(REPO / "tests" / "data", repo / "tests" / "data")
     (repo / "benchmarks").symlink_to(REPO / "benchmarks")
+    (repo / "kernels").symlink_to(REPO / "kernels")
     return repo
 
 
-def test_a_file_without_the_generated_block_is_named(tmp_path: Path) -> None:
+def test_a_project_without_the_docs_table_writes_its_thresholds_only(tmp_path: Path) -> None:
+    """A team's repository has no docs/site.md: --write rewrites history-thresholds.json
+    alone."""
     repo = _copy_repo(tmp_path)
-    conf = repo / "asv.conf.json"
-    conf.write_text(conf.read_text().replace(ht.BEGIN, "edited by hand"))
-    with pytest.raises(ConfigError, match="no generated block") as err:
-        ht.generate(repo)
-    assert err.value.source == str(conf)
+    (repo / "docs" / "site.md").unlink()
+    gen = ht.generate(project.load(repo))
+    assert [path.name for path, _ in ht._targets(gen)] == ["history-thresholds.json"]
 
 
 def test_asvs_step_detection_flags_a_clear_step_and_not_noise() -> None:

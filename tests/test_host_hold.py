@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from harness import reps, timing
-from harness.reps import Runner, reps_queued
-from harness.timing import Plan, measure
+from kperf.core import reps, timing
+from kperf.core.reps import Runner, reps_queued
+from kperf.core.timing import Plan, measure
 
 from .fakes import FAST, FakeGpu, FakeKernel
 
 
 class HostClock:
-    """The clock ``harness.reps`` reads the host's pace by (``time.perf_counter``), here
+    """The clock ``kperf.core.reps`` reads the host's pace by (``time.perf_counter``), here
     the simulated host's: a launch spends what it costs the host, a synchronize waits for
     the GPU work still queued, and nothing else moves it. On the real clock (busy waits)
     every other process of a loaded machine slowed this host: a launch of 100 us read more
@@ -325,7 +325,7 @@ def test_an_estimate_the_host_outlasted_its_hold_in_is_taken_again_behind_a_long
 def test_the_energy_burst_of_a_slow_host_replays_a_graph():
     """Back-to-back calls the host cannot launch as fast as the GPU runs them would count
     the GPU's idle gaps as the calls' time (and energy): the burst replays a graph."""
-    from harness.reps import Runner
+    from kperf.core.reps import Runner
 
     gpu = FakeGpu()
     runner = Runner(gpu, [_slow_host_kernel(gpu, 100e-6, 40e-6)], Plan(**FAST))
@@ -383,7 +383,7 @@ def test_a_burst_the_host_left_gaps_in_is_dropped_and_the_bursts_replay_a_graph(
     """Trials held by a class's floor never show the host behind, so its hold is not
     raised; back to back it cannot keep up (100 us to launch a 40 us call). The first
     burst, launched call by call, had gaps: it is dropped and the bursts replay a graph."""
-    from harness.energy import energy_bursts
+    from kperf.core.energy import energy_bursts
 
     plan = Plan(**FAST, energy_s=0.004, energy_bursts=3)
     gpu = FakeGpu()

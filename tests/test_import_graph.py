@@ -4,16 +4,19 @@ no Python file over ``MAX_LINES``.
 Every ``.py`` outside hidden folders (``.venv``, ``.asv``, ``.cache``, ...) and ``html``
 is parsed (ast), and each ``import`` and ``from ... import`` in it, at module level or
 inside a function, is an edge to the repository's file it names. Imports by name in a
-string (``importlib.import_module``, a worker's ``"benchmarks._case:handle"``) are not
+string (``importlib.import_module``, a worker's ``"kperf.suites.case:handle"``) are not
 edges: they are chosen at run time.
 
-Floors: the measurement core ``harness`` (never imports the code under test: asv loads it
-from the working tree for every commit, benchmarks/__init__.py) and the code under test
-``kernels`` stand side by side at the bottom; ``benchmarks`` (asv's suites, the glue
-between the two) above them; ``tools`` above that; ``tests`` above all. Inside tools/,
-bottom to top (``TOOL_FLOORS``): what every part shares (tools/config.py, paths.py,
-machine.py), the gate (its verdicts serve the site, the history and stack comparisons),
-the site, running the history, stacks (the history run across stacks), the lab.
+Floors, bottom to top (``FLOORS``, docs/architecture.md): what every part of kperf shares
+(``kperf.project``, ``paths``, ``config``); the measurement core ``kperf.core`` (never the
+code under test, nor anything of kperf above it) beside the op contract ``kperf.ops``;
+the asv suites ``kperf.suites`` (the glue between the two) beside ``kperf.machine``
+(what this machine and its stack are); then the tools: the gate
+(its verdicts serve the site, the history and stack comparisons), the site, running the
+history, stacks (the history run across stacks), and kperf's commands at the top. Outside
+kperf: the code under test ``kernels`` (it may import only the op contract), the project's
+``benchmarks`` (only kperf's suites), the maintainers' ``tools`` (lab, mutation), and
+``tests`` above all.
 
 The size rule covers the folders in ``SIZE_CHECKED``.
 """
@@ -27,15 +30,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SKIPPED_FOLDERS = ("html", "__pycache__")  # and every hidden folder
 MAX_LINES = 450
-SIZE_CHECKED = ("harness", "kernels", "benchmarks", "tools", "tests")
-# For each top-level package, those it must never import.
-NEVER_IMPORTS = {
-    "harness": ("kernels", "benchmarks", "tools", "tests"),
-    "kernels": ("harness", "benchmarks", "tools", "tests"),
-    "benchmarks": ("tools", "tests"),
-    "tools": ("tests",),
-}
-TOOL_FLOORS = ("gate", "site", "history", "stacks", "lab")  # above the shared modules
+SIZE_CHECKED = ("kperf", "kernels", "benchmarks", "tools", "tests")
+# kperf's floors, bottom to top; a module of kperf not named here is a command (the top)
+FLOORS = (("kperf.project", "kperf.paths", "kperf.config"), ("kperf.core", "kperf.ops"),
+          ("kperf.suites", "kperf.machine"), ("kperf.gate",), ("kperf.site",), ("kperf.history",),
+          ("kperf.stacks",))
+# what each top-level package may import of the repository (None: anything)
+MAY_IMPORT = {"kernels": ("kernels", "kperf.ops"), "benchmarks": ("benchmarks", "kperf.suites"),
+              "kperf": ("kperf",), "tools": ("tools", "kperf"), "tests": None}
 
 
 def python_files(root: Path = REPO) -> Iterator[Path]:
@@ -118,19 +120,31 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def tool_floor(module: str) -> int | None:
-    """0 for tools/'s shared modules, 1.. for its parts in ``TOOL_FLOORS``; None outside."""
-    parts = module.split(".")
-    if parts[0] != "tools":
+def floor(module: str) -> int | None:
+    """A kperf module's floor (``FLOORS``; the commands above them all); None outside."""
+    if module.split(".")[0] != "kperf":
         return None
-    return TOOL_FLOORS.index(parts[1]) + 1 if parts[1:2] and parts[1] in TOOL_FLOORS else 0
+    if module == "kperf":  # its __init__: the version, nothing else
+        return 0
+    for level, names in enumerate(FLOORS):
+        if any(module == n or module.startswith(n + ".") for n in names):
+            return level
+    return len(FLOORS)
 
 
 def _above(module: str, target: str) -> bool:
-    if target.split(".")[0] in NEVER_IMPORTS.get(module.split(".")[0], ()):
+    allowed = MAY_IMPORT.get(module.split(".")[0], ())
+    if allowed is not None and not any(target == a or target.startswith(a + ".")
+                                       for a in allowed):
         return True
-    mine, theirs = tool_floor(module), tool_floor(target)
-    return mine is not None and theirs is not None and theirs > mine
+    mine, theirs = floor(module), floor(target)
+    if mine is None or theirs is None:
+        return False
+    # the core and the op contract share a floor but never import each other
+    if {".".join(module.split(".")[:2]), ".".join(target.split(".")[:2])} == {"kperf.core",
+                                                                              "kperf.ops"}:
+        return True
+    return theirs > mine
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
@@ -146,13 +160,14 @@ def test_no_floor_imports_one_above_it() -> None:
     assert upward_imports(import_graph()) == []
 
 
-def test_every_package_of_tools_has_its_floor_and_says_its_purpose() -> None:
-    """A new package under tools/ would otherwise count as the shared floor."""
-    for init in sorted((REPO / "tools").glob("*/__init__.py")):
-        name = init.parent.name
-        assert name in TOOL_FLOORS, f"tools/{name}: no floor in TOOL_FLOORS"
+def test_every_package_of_kperf_has_its_floor_and_says_its_purpose() -> None:
+    """A new package of kperf would otherwise count as a command, at the top."""
+    for init in sorted((REPO / "kperf").glob("*/__init__.py")):
+        name = f"kperf.{init.parent.name}"
+        if init.parent.name != "reference":
+            assert floor(name) < len(FLOORS), f"{name}: no floor in FLOORS"
         doc = ast.get_docstring(ast.parse(init.read_text()))
-        assert doc and len(doc.splitlines()) == 1, f"tools/{name}: no one-line purpose"
+        assert doc, f"{name}: no docstring saying its purpose"
 
 
 def test_no_python_file_is_over_the_limit() -> None:
@@ -165,19 +180,22 @@ def test_no_python_file_is_over_the_limit() -> None:
 def test_the_graph_reader_sees_circles_and_floors(tmp_path: Path) -> None:
     """The rules themselves, on a small tree: a circle through a relative import inside a
     function, and the core importing the code under test."""
-    files = {"harness/__init__.py": "", "harness/a.py": "from harness import b\n",
-             "harness/b.py": "def f():\n    from . import a\n",
-             "kernels/__init__.py": "", "harness/c.py": "import kernels.op\n",
-             "kernels/op.py": "", ".venv/x.py": "import harness.a\n",
-             "tools/__init__.py": "", "tools/paths.py": "", "tools/site/__init__.py": "",
-             "tools/history/__init__.py": "", "tools/history/run.py": "import tools.paths\n",
-             "tools/site/page.py": "def f():\n    from tools.history import run\n"}
+    files = {"kperf/core/__init__.py": "", "kperf/core/a.py": "from kperf.core import b\n",
+             "kperf/core/b.py": "def f():\n    from . import a\n",
+             "kernels/__init__.py": "", "kperf/core/c.py": "import kperf.ops.op\n",
+             "kperf/ops/op.py": "", ".venv/x.py": "import kperf.core.a\n",
+             "kernels/k.py": "from kperf.core import a\nfrom kperf.ops import op\n",
+             "tools/__init__.py": "", "kperf/paths.py": "", "kperf/site/__init__.py": "",
+             "kperf/history/__init__.py": "", "kperf/history/run.py": "import kperf.paths\n",
+             "kperf/site/page.py": "def f():\n    from kperf.history import run\n"}
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     graph = import_graph(tmp_path)
     assert ".venv.x" not in graph
-    assert cycles(graph) == [["harness.a", "harness.b"]]
-    assert upward_imports(graph) == ["harness.c imports kernels.op",
-                                     "tools.site.page imports tools.history",
-                                     "tools.site.page imports tools.history.run"]
+    assert cycles(graph) == [["kperf.core.a", "kperf.core.b"]]
+    assert upward_imports(graph) == ["kernels.k imports kperf.core",
+                                     "kernels.k imports kperf.core.a",
+                                     "kperf.core.c imports kperf.ops.op",
+                                     "kperf.site.page imports kperf.history",
+                                     "kperf.site.page imports kperf.history.run"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import checks
-from harness.isolate import run_isolated
+from kperf.core import checks
+from kperf.core.isolate import run_isolated
 
 
 def test_each_failure_stays_with_its_case():

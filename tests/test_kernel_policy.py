@@ -1,4 +1,4 @@
-"""When a TileLang or Triton case is timed (KPERF_KERNELS, benchmarks/_digests.py): at every
+"""When a TileLang or Triton case is timed (KPERF_KERNELS, kperf/suites/digests.py): at every
 commit by default; under "changed" only where what its timing depends on changed, as the
 torch baseline is. The suites run as asv drives them, on CPU (``cpu_bench``)."""
 
@@ -65,7 +65,8 @@ def test_under_changed_an_unchanged_kernel_is_timed_once_per_machine(
 
 def test_under_changed_a_kernel_with_another_key_is_timed_again(
         cpu_bench: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks import _suites, bench_gemm
+    from benchmarks import bench_gemm
+    from kperf.suites import timed as _suites
 
     monkeypatch.setenv("KPERF_KERNELS", "changed")
     _time(bench_gemm.GemmTime, CASE)
@@ -81,7 +82,7 @@ def test_the_kernel_key_follows_its_backends_code_and_the_plan_not_the_others(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An edit of gemm's TileLang kernel times TileLang's gemm cases again, not Triton's;
     the op's spec and the shared code time both again; another op's edit neither."""
-    from benchmarks._digests import _kernel_digest, kernel_digest
+    from kperf.suites.digests import _kernel_digest, kernel_digest
 
     monkeypatch.setenv("KPERF_TELEMETRY", "none")
     root = tmp_path / "kernels"
@@ -101,7 +102,7 @@ def test_the_kernel_key_follows_its_backends_code_and_the_plan_not_the_others(
         (root / "gemm" / "tilelang_gemm.py").read_text() + "\n# edit\n")
     assert keys()[0] == triton and keys()[1] != tilelang
     seen = {triton, *keys()}
-    for path in (root / "gemm" / "spec.py", root / "op.py"):
+    for path in (root / "gemm" / "spec.py", root / "rownorm.py"):
         path.write_text(path.read_text() + "\n# edit\n")
         assert not set(keys()) & seen, path
         seen |= set(keys())

@@ -98,7 +98,7 @@ class _FakeWorker:
         self.fails_on, self.closed = fails_on, False
 
     def request(self, message: dict, timeout_s: float) -> dict:
-        from harness.worker import RemoteError
+        from kperf.core.worker import RemoteError
 
         if message["op"] == self.fails_on:
             raise RemoteError({"error_type": "WrongResult", "message": "max abs err 3.1"})
@@ -116,7 +116,7 @@ class _FakeWorker:
 @pytest.mark.parametrize("fails_on", ["prepare", "measure"])
 def test_a_slot_that_fails_is_that_slots_failure_and_the_others_go_on(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys, fails_on: str) -> None:
-    from tools.gate import workers as gate_workers
+    from kperf.gate import workers as gate_workers
     from tools.lab import blocks
 
     made = iter([_FakeWorker(None), _FakeWorker(fails_on), _FakeWorker(None)])
@@ -139,7 +139,7 @@ def test_a_slots_before_cases_are_measured_first_in_its_own_worker(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """``before``: what a history's worker measured before the case, in order, by the
     slot's own worker, as round -1; the other slots' workers measure none of it."""
-    from tools.gate import workers as gate_workers
+    from kperf.gate import workers as gate_workers
     from tools.lab import blocks
 
     asked: list[list[dict]] = [[], []]

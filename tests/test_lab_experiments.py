@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan import Plan
+from kperf.core.plan import Plan
 
 EXPERIMENTS = sorted((Path(__file__).resolve().parent.parent / "tools" / "lab" /
                       "experiments").glob("*.json"))
-# what benchmarks/_case.py ``measure_prepared`` takes out of a plan before harness.timing
+# what kperf/suites/case.py ``measure_prepared`` takes out of a plan before kperf.core.timing
 CASE_KEYS = {"placements", "placement_arena_gb", "placed_outputs"}
 
 
@@ -25,7 +25,7 @@ def _experiments(path: Path) -> list[dict]:
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.name)
 def test_each_experiment_names_a_real_case_and_known_plan_keys(path: Path) -> None:
-    from kernels.registry import get_op
+    from kperf.ops.registry import get_op
 
     known = {f.name for f in dataclasses.fields(Plan)} | CASE_KEYS
     for exp in _experiments(path):
@@ -51,9 +51,9 @@ def test_the_short_kernel_experiment_pins_a_graph_that_ends_where_it_begins() ->
     """The pinned arm's graph is a whole number of rotations over each case's input sets
     (so every call finds its set as long unused as every other), and every arm has three
     workers (one worker stands for one asv run)."""
-    from harness.prepare import rotating_sets
-    from kernels.registry import get_op
-    from kernels.targets import get_target
+    from kperf.core.prepare import rotating_sets
+    from kperf.ops.registry import get_op
+    from kperf.ops.targets import get_target
 
     path = next(p for p in EXPERIMENTS if p.name == "short-kernel-levels.json")
     l2_bytes = get_target("sm_90a").l2_bytes
@@ -69,8 +69,8 @@ def test_the_short_kernel_experiment_pins_a_graph_that_ends_where_it_begins() ->
 
 def test_the_kv_a_norm_experiment_places_its_workers_as_the_history_does() -> None:
     """Its question is the history's two levels: every worker is placed as an asv run
-    places the case (benchmarks/_suites.py ``placement_plan``), eight workers a dtype."""
-    from benchmarks._suites import case_name, placement_plan
+    places the case (kperf/suites/timed.py ``placement_plan``), eight workers a dtype."""
+    from kperf.suites.timed import case_name, placement_plan
 
     path = next(p for p in EXPERIMENTS if p.name == "kv-a-norm-levels.json")
     for exp in _experiments(path):

@@ -1,4 +1,4 @@
-"""The offline bundle (tools/stacks/offline_bundle.py, unpacked by tools/offline_env.sh) carries the
+"""The offline bundle (kperf/stacks/offline_bundle.py, unpacked by tools/offline_env.sh) carries the
 site's scripts, styles and fonts, so that the site an offline GPU runner publishes loads
 nothing from another host (issue 27: asv's pages fell to error.html there, the pinned npm
 packages were not in the bundle)."""
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.stacks import offline_bundle
+from kperf.stacks import offline_bundle
 
 from .conftest import REPO
 from .test_site import needs_assets
@@ -27,10 +27,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, sys.argv.pop(1))  # the repository
-from tools.site import asv_pages
+from kperf.site import asv_pages
 
 asv_pages.DEFAULT_ASSETS = Path("/nonexistent")  # only the bundle's copy can serve
-from tools.site import publish
+from kperf.site import publish
 
 config, html, empty = sys.argv[1:]
 sys.exit(publish.main(["--config", config, "--html", html, "--records", empty,

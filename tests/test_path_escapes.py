@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from kperf import machine as machine_tool
+from kperf.history import bisect, shard, shardmap, shardrun
+from kperf.history import gpus as host_gpus
+from kperf.paths import PathError, kept_paths, remove_scratch
+from kperf.stacks import matrix, stackcmp
 from tests.test_shard import _gpus, _plan
-from tools import machine as machine_tool
-from tools.history import bisect, shard, shardmap, shardrun
-from tools.history import gpus as host_gpus
-from tools.paths import PathError, kept_paths, remove_scratch
-from tools.stacks import matrix, stackcmp
+
+from .conftest import synthetic_project
 
 ESCAPE = "../../x"
 
@@ -110,6 +112,7 @@ def _git_repo(root: Path) -> Path:
     conf = {"version": 1, "project": "p", "repo": ".", "branches": ["main"],
             "results_dir": ".asv/results", "html_dir": "html", "env_dir": ".asv/env"}
     (repo / "asv.conf.json").write_text(json.dumps(conf))
+    synthetic_project(repo)
     env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e",
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@e")
     for cmd in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-q", "-m", "c"]):
@@ -138,17 +141,17 @@ def test_sharded_gate_never_deletes_results_records_site_or_repo(tmp_path: Path,
                                   ".asv/gate-reports", ".asv/env", ".", "..", "notes"])
 def test_publish_never_puts_the_site_over_what_it_keeps(tmp_path: Path, html: str,
                                                         monkeypatch, capsys) -> None:
-    """``tools.site.publish --html .asv/records`` swapped the new site in and deleted every
+    """``kperf.site.publish --html .asv/records`` swapped the new site in and deleted every
     record with the old "site": refused before anything is written or deleted, as is a
     folder that exists and holds no site (``notes``)."""
-    from tools.site import publish
+    from kperf.site import publish
 
     repo = _git_repo(tmp_path)
     (repo / ".asv" / "env" / "py").mkdir(parents=True)
     (repo / "notes").mkdir()
     (repo / "notes" / "mine.txt").write_text("not a site")
     before = _tree(tmp_path)
-    monkeypatch.setattr(publish, "REPO", repo)
+    monkeypatch.setenv("KPERF_PROJECT", str(repo))
     code = publish.main(["--html", str(repo / html)])
     err = capsys.readouterr().err
     assert code == 2 and "--html" in err and "nothing was written or deleted" in err, err
@@ -159,14 +162,14 @@ def test_publish_never_puts_the_site_over_what_it_keeps(tmp_path: Path, html: st
 def test_a_kept_gate_report_is_named_by_one_plain_name(tmp_path: Path, name: str,
                                                        monkeypatch, capsys) -> None:
     """``--keep-gate DIR --name ..`` wrote the report into .asv/ itself."""
-    from tools.site import publish
+    from kperf.site import publish
 
     repo = _git_repo(tmp_path)
     src = tmp_path / "out"
     src.mkdir()
     (src / "gate.json").write_text(json.dumps({"schema": "kperf-gate-2", "cases": []}))
     before = _tree(tmp_path)
-    monkeypatch.setattr(publish, "REPO", repo)
+    monkeypatch.setenv("KPERF_PROJECT", str(repo))
     code = publish.main(["--keep-gate", str(src), "--name", name])
     err = capsys.readouterr().err
     assert code == 2 and "--name" in err and "not a plain name" in err, err
@@ -236,7 +239,7 @@ def test_stackcmp_records_folder_cannot_lead_outside(tmp_path: Path) -> None:
 
 
 def test_path_errors_are_bad_input_for_the_command_line(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "tools.machine", "--name", ESCAPE,
+    proc = subprocess.run([sys.executable, "-m", "kperf.machine", "--name", ESCAPE,
                            "--write"],
                           cwd=Path(__file__).resolve().parent.parent, capture_output=True,
                           text=True, env=dict(os.environ, HOME=str(tmp_path)), timeout=300)

@@ -1,4 +1,4 @@
-"""tools.history.perf's case planning: default cases, baselines first, configuration variants."""
+"""kperf.history.perf's case planning: default cases, baselines first, configuration variants."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from tools.history import perf
+from kperf.history import perf
 
 
 def _args(**kw) -> argparse.Namespace:

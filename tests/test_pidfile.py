@@ -1,5 +1,5 @@
 """A leftover worker pid file never makes ``retire`` kill a process that is not the worker
-it was written for (harness/pidfile.py, harness/worker.py; issue 27: pid reuse)."""
+it was written for (kperf/core/pidfile.py, kperf/core/worker.py; issue 27: pid reuse)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.pidfile import read_pid, start_time, write_pid
-from harness.worker import retire
+from kperf.core.pidfile import read_pid, start_time, write_pid
+from kperf.core.worker import retire
 
 
 @pytest.fixture

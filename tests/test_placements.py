@@ -1,4 +1,4 @@
-"""Placed copies (plan keys ``placements`` and ``placement_arena_gb``, benchmarks/_case.py):
+"""Placed copies (plan keys ``placements`` and ``placement_arena_gb``, kperf/suites/case.py):
 a case's inputs copied to new places in memory for one measurement, on CPU."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def test_placements_time_the_same_kernel_on_copies_of_its_inputs(on_host: None) 
     have imported Triton before ``TRITON_INTERPRET`` was set.)"""
     import torch
 
-    from benchmarks._case import CaseRunner
+    from kperf.suites.case import CaseRunner
 
     runner = CaseRunner()
     spec = {"op": "gemm", "case": CASE[0], "dtype": "fp32", "backend": "torch"}
@@ -53,7 +53,7 @@ def test_arena_placements_draw_disjoint_slots_of_one_kept_arena(on_host: None) -
     copy's call gives the original's output."""
     import torch
 
-    from benchmarks._case import PAGE_BYTES, CaseRunner
+    from kperf.suites.case import PAGE_BYTES, CaseRunner
 
     runner = CaseRunner()
     spec = {"op": "gemm", "case": CASE[0], "dtype": "fp32", "backend": "torch"}
@@ -83,7 +83,7 @@ def test_arena_placements_draw_disjoint_slots_of_one_kept_arena(on_host: None) -
 
 
 def test_an_arena_too_small_for_every_copy_holds_as_many_as_fit(on_host: None) -> None:
-    from benchmarks._case import PAGE_BYTES, CaseRunner
+    from kperf.suites.case import PAGE_BYTES, CaseRunner
 
     runner = CaseRunner()
     prepared = runner.prepare({"op": "gemm", "case": CASE[0], "dtype": "fp32",
@@ -103,7 +103,7 @@ def test_placed_outputs_land_in_each_copys_own_slot(on_host: None) -> None:
 
     import torch
 
-    from benchmarks._case import PAGE_BYTES, CaseRunner
+    from kperf.suites.case import PAGE_BYTES, CaseRunner
 
     def scaled(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         y = torch.empty_like(x)
@@ -138,13 +138,13 @@ def test_placed_outputs_land_in_each_copys_own_slot(on_host: None) -> None:
 
 
 def test_placed_outputs_serve_only_plain_allocations_on_the_regions_device() -> None:
-    """What harness/outputs.py takes from a region: torch.empty in each way of giving its
+    """What kperf/core/outputs.py takes from a region: torch.empty in each way of giving its
     size, torch.empty_like of a contiguous tensor; not a strided copy, not another device's
     or a pinned request, and nothing past the region's end."""
     import torch
 
-    from harness.outputs import FromRegion, output_bytes
-    from harness.prepare import ALIGN_BYTES
+    from kperf.core.outputs import FromRegion, output_bytes
+    from kperf.core.prepare import ALIGN_BYTES
 
     region = torch.zeros(4 * ALIGN_BYTES, dtype=torch.uint8)
     lo, hi = region.data_ptr(), region.data_ptr() + region.numel()

@@ -1,4 +1,4 @@
-"""harness.pool: a handler run over requests in fresh processes (a cold op's compiles)."""
+"""kperf.core.pool: a handler run over requests in fresh processes (a cold op's compiles)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from harness.pool import run_many
+from kperf.core.pool import run_many
 
 HANDLER = textwrap.dedent('''
     import os, sys, time

@@ -1,4 +1,4 @@
-"""The correctness check in ``harness.prepare`` before any timing, at the op's tolerance.
+"""The correctness check in ``kperf.core.prepare`` before any timing, at the op's tolerance.
 
 A toy op (a real ``OpDef``: y = 2x in fp32, tolerance 1e-3 / 1e-3) with kernels that are
 right, wrong, wrong by a few tolerances, NaN, or right only on the first input set; and
@@ -13,11 +13,11 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from harness import checks
-from harness.prepare import prepare
-from kernels.op import Backend, Build, Case, OpDef
-from kernels.registry import get_op
-from kernels.targets import SM90A
+from kperf.core import checks
+from kperf.core.prepare import prepare
+from kperf.ops.op import Backend, Build, Case, OpDef
+from kperf.ops.registry import get_op
+from kperf.ops.targets import SM90A
 
 TOL = (1e-3, 1e-3)  # the toy's (rtol, atol): ten times tighter than prepare's default
 
@@ -30,7 +30,7 @@ def _toy(fn_for: Callable[[], Callable[[torch.Tensor], torch.Tensor]]) -> OpDef:
     def build(case: Case, dtype: str, target: object) -> Build:
         return Build(fn=fn_for(), config={"kernel": "toy"})
 
-    return OpDef(name="toy", bound="bandwidth", cases=(Case("n4096", {"N": 4096}),),
+    return OpDef(name="toy", klass="bandwidth", cases=(Case("n4096", {"N": 4096}),),
                  dtypes=("fp32",), make_inputs=make_inputs, reference=lambda x: 2.0 * x,
                  flops=lambda case: 0.0, bytes_moved=lambda case, dtype: 8.0 * case.dims["N"],
                  backends={"toy": Backend("toy", build)}, tolerance={"fp32": TOL})

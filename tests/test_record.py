@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import record
+from kperf.core import record
 
 REPO = Path(__file__).resolve().parent.parent
 LIMIT = 64 * 1024  # bytes a file may grow to in the child; the payload is ~2 MB of JSON
 CHILD = """
 import json, os, resource, signal, sys
 from pathlib import Path
-from harness import record
+from kperf.core import record
 
 mode, target = sys.argv[1], Path(sys.argv[2])
 payload = {"samples": [0.1 * i for i in range(100_000)]}

@@ -1,4 +1,4 @@
-"""tools/history/records_archive.py: the nightly keeps the per-sample records with the results,
+"""kperf/history/records_archive.py: the nightly keeps the per-sample records with the results,
 and a truncated, corrupt or hostile archive or artifact never loses or escapes anything."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.history import records_archive as ra
+from kperf.history import records_archive as ra
 
 M = "ci-sm_90"
 

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import workerauth, workerproc
-from harness.workerauth import UntrustedWorker, read_key, write_key
+from kperf.core import workerauth, workerproc
+from kperf.core.workerauth import UntrustedWorker, read_key, write_key
+from kperf.stacks import rocm_toolchain
 from tests._workers import TIMEOUT_S, Workers
-from tools.stacks import rocm_toolchain
 
 NOBODY = 65534
 
@@ -105,7 +105,7 @@ def test_the_worker_refuses_a_client_of_another_user(workers: Workers) -> None:
 
 def test_the_worker_refuses_a_peer_the_kernel_names_another_user(
         workers: Workers, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The worker's own loop (harness/workerproc.py) with SO_PEERCRED's answer made another
+    """The worker's own loop (kperf/core/workerproc.py) with SO_PEERCRED's answer made another
     user's, for a client that holds the key: no answer, nothing unpickled; with the real
     answer the same loop serves."""
     real = workerauth.peer_credentials

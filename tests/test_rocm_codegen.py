@@ -1,9 +1,9 @@
 """gfx942 on the CPU: TileLang's HIP source to a code object, figures read from real compiler
 output, the toolchain in the digests, and the pinned pieces checked.
 
-These need clang-19, lld-19, llvm-19 (apt) and `python -m tools.stacks.rocm_toolchain install`
+These need clang-19, lld-19, llvm-19 (apt) and `kperf toolchain install`
 (bash tools/setup_env.sh does both); without them they fail, saying so: the gfx942 TileLang
-figures are what they guard. The ROCm-release test needs `tools.stacks.rocm_toolchain fetch
+figures are what they guard. The ROCm-release test needs `kperf toolchain fetch
 rocm-7.2.2`, which setup_env.sh does too.
 """
 
@@ -16,10 +16,10 @@ import subprocess
 
 import pytest
 
-from harness import codeobj, hip, static
-from kernels.registry import get_op
-from kernels.targets import GFX942
-from tools.stacks import rocm_toolchain
+from kperf.core import codeobj, hip, static
+from kperf.ops.registry import get_op
+from kperf.ops.targets import GFX942
+from kperf.stacks import rocm_toolchain
 
 from .conftest import REPO
 
@@ -142,14 +142,14 @@ def test_a_rocm_release_compiles_with_its_own_llvm_and_enters_the_digest(monkeyp
 def test_an_unknown_or_missing_toolchain_is_named(monkeypatch, tmp_path):
     monkeypatch.setenv(hip.TOOLCHAIN_ENV, "rocm-9.9.9")
     with pytest.raises(hip.ToolchainMissing,
-                       match=r"rocm-9\.9\.9.*tools\.stacks\.rocm_toolchain fetch"):
+                       match=r"rocm-9\.9\.9.*kperf toolchain fetch"):
         hip.toolchain()
     monkeypatch.setenv(hip.TOOLCHAIN_ENV, "hipcc")
     with pytest.raises(hip.ToolchainMissing, match="not a toolchain"):
         hip.toolchain()
     monkeypatch.setenv(hip.ROOT_ENV, str(tmp_path))
     monkeypatch.setenv(hip.TOOLCHAIN_ENV, "clang19")
-    with pytest.raises(hip.ToolchainMissing, match="rocm_toolchain install"):
+    with pytest.raises(hip.ToolchainMissing, match="kperf toolchain install"):
         hip.compile_hip("__global__ void k() {}")
     assert hip.toolchain_identity().startswith("absent: ")
 
@@ -177,9 +177,9 @@ def test_installed_pieces_match_their_pins(tmp_path, monkeypatch):
 
 
 def test_the_pins_file_is_validated(tmp_path, monkeypatch):
-    from tools.config import ConfigError
+    from kperf.config import ConfigError
 
-    pins = json.loads((REPO / "tools" / "stacks" / "rocm-toolchains.json").read_text())
+    pins = json.loads((REPO / "kperf" / "stacks" / "rocm-toolchains.json").read_text())
     pins["hip_tree"]["debs"][0]["take"] = {"usr/include/hip": "../../etc"}
     bad = tmp_path / "rocm-toolchains.json"
     bad.write_text(json.dumps(pins))
@@ -192,8 +192,8 @@ def test_the_compile_suite_times_tilelang_to_a_code_object_and_codegen_is_record
         monkeypatch, tmp_path):
     """Like with like: TileLang's timed gfx942 compile includes the device compile, as
     Triton's does; the code-size suite keeps every figure for the codegen page."""
-    from benchmarks import _static
     from benchmarks.bench_rmsnorm import RmsnormCodeSize, RmsnormCompile
+    from kperf.suites import static as _static
 
     for name, value in (("KPERF_RECORD_DIR", tmp_path / "records"), ("KPERF_MACHINE", "cg-test"),
                         ("ASV_ENV_DIR", tmp_path / "env"), ("ASV_COMMIT", "ab" * 20),

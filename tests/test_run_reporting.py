@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks._case import cache_files, compile_note
-from tools.history.asvrun import ETA_EVERY_S, Eta
-from tools.history.bench import summary
+from kperf.history.asvrun import ETA_EVERY_S, Eta
+from kperf.history.bench import summary
+from kperf.suites.case import cache_files, compile_note
 
 
 def test_eta_from_asvs_progress_lines() -> None:
@@ -100,7 +100,7 @@ def _suite_meta() -> dict:
 
 
 def test_expected_seconds_weigh_each_benchmark_by_its_cases_and_kind() -> None:
-    from tools.history.asvrun import CASE_SECONDS, expected_seconds
+    from kperf.history.asvrun import CASE_SECONDS, expected_seconds
 
     out = expected_seconds(_suite_meta(), [])
     assert list(out) == sorted(out) and "version" not in out
@@ -117,7 +117,7 @@ def test_eta_weighs_a_long_gpu_suite_and_speaks_while_it_runs(tmp_path: Path) ->
     """asv's percentages count a 6-case GPU suite like a 4-case static one; the ETA must
     not (the H200 run said 10 min 27 s left with 10 s to go), and it must say something
     during a long benchmark, when asv prints nothing."""
-    from tools.history.asvrun import CASE_SECONDS
+    from kperf.history.asvrun import CASE_SECONDS
 
     meta = tmp_path / "benchmarks.json"
     meta.write_text(json.dumps(_suite_meta()))
@@ -148,7 +148,7 @@ def test_a_skipped_compile_suite_does_not_set_the_pace(tmp_path: Path) -> None:
     """At a day's commit the compile suite is skipped (0.2 s against 44 s expected): taken
     as the pace, it said "about 0 s left" with a minute to go. The ETA keeps the plan's
     pace until the benchmarks done have taken PACE_EVIDENCE_S."""
-    from tools.history.asvrun import CASE_SECONDS, PACE_EVIDENCE_S
+    from kperf.history.asvrun import CASE_SECONDS, PACE_EVIDENCE_S
 
     meta = tmp_path / "benchmarks.json"
     meta.write_text(json.dumps(_suite_meta()))
@@ -166,23 +166,23 @@ def test_a_skipped_compile_suite_does_not_set_the_pace(tmp_path: Path) -> None:
 
 
 def expected_seconds_of(meta: Path) -> dict[str, float]:
-    from tools.history.asvrun import expected_seconds
+    from kperf.history.asvrun import expected_seconds
 
     return expected_seconds(json.loads(meta.read_text()), [])
 
 
 def _m(seconds: float) -> str:
-    from tools.history.asvrun import _minutes
+    from kperf.history.asvrun import _minutes
 
     return _minutes(seconds)
 
 
 def test_every_asv_run_tells_the_suites_what_was_selected(tmp_path: Path, monkeypatch) -> None:
-    """tools.history.bench, the stack matrix and the GPU shards all go through run_asv: the suites
+    """kperf.history.bench, the stack matrix and the GPU shards all go through run_asv: the suites
     read the -b regexes from KPERF_BENCH_REGEX to compile ahead only what will run."""
     import subprocess
 
-    from tools.history import asvrun
+    from kperf.history import asvrun
 
     assert asvrun.bench_regexes(["run", "-b", "x", "--bench", "y", "--bench=z", "-E"]) == [
         "x", "y", "z"]

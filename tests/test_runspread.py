@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from kperf.site.publish import series_thresholds
 from tools.lab import runspread
 
 COLUMNS = ["result", "params", "samples"]
@@ -52,7 +53,7 @@ def test_each_class_gets_its_spread_in_time_and_energy_and_what_the_history_flag
         tmp_path: Path, capsys) -> None:
     """An unchanged GEMM 3% slower and an RMSNorm whose energy per call moved +11.5%: per
     class, the median |ratio - 1| and whether asv.conf.json's threshold flags it."""
-    from tools.gate.asvio import asv_threshold, load_project_conf
+    from kperf.gate.asvio import asv_threshold
 
     from .conftest import REPO
 
@@ -73,7 +74,8 @@ def test_each_class_gets_its_spread_in_time_and_energy_and_what_the_history_flag
                             "'bf16', 'triton')"]
     assert runspread.main([str(first), str(second)]) == 0
     out = capsys.readouterr().out
-    table = load_project_conf(REPO / "asv.conf.json")["regressions_thresholds"]
+    table, problem = series_thresholds(REPO)  # what kperf publish gives asv
+    assert not problem
     gemm = f"{GEMM}('square-8192', 'fp16', 'triton')"
     (norm_energy,) = energy
     assert (f"| compute | time | 1 | 3.00% | 3.00% | {int(asv_threshold(table, gemm) < 0.03)} |"
@@ -86,7 +88,7 @@ def test_each_class_gets_its_spread_in_time_and_energy_and_what_the_history_flag
 def write_record(folder: Path, name: str, samples: list[float], energy_j: float | None,
                  recorded_at: float, kind: str = "time", case: str = "llama3-8b.hidden",
                  mode: str | None = None) -> None:
-    """One harness record as benchmarks/_suites.py writes it (the fields read here)."""
+    """One harness record as kperf/suites/timed.py writes it (the fields read here)."""
     bench = folder / "bench_rmsnorm.RmsnormTime.track_time"
     bench.mkdir(parents=True, exist_ok=True)
     (bench / f"{name}.json").write_text(json.dumps({

@@ -1,4 +1,4 @@
-"""tools/history/shard.py: the stable case -> GPU assignment, the shards' -b regexes, per-GPU
+"""kperf/history/shard.py: the stable case -> GPU assignment, the shards' -b regexes, per-GPU
 machines. tests/test_shard_gate.py runs shards and the sharded gate."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from kperf import machine as machine_tool
+from kperf.history import gpus as host_gpus
+from kperf.history import shard, shardmap, shardrun
 from tests.test_telemetry_nvml import fake_pynvml
-from tools import machine as machine_tool
-from tools.history import gpus as host_gpus
-from tools.history import shard, shardmap, shardrun
 
 REPO = Path(__file__).resolve().parent.parent
 UUIDS = [f"GPU-{i:08x}-5e6f-7a8b-9c0d-{0xA0 + i:012x}" for i in range(8)]

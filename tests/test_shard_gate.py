@@ -1,4 +1,4 @@
-"""tools/history/shard.py's parallel shards and the sharded gate: each case judged once on its own
+"""kperf/history/shard.py's parallel shards and the sharded gate: each case judged once on its own
 GPU, one site from all shards.
 
 The end-to-end tests run the real suite's CPU-side benchmarks (static figures) on two
@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from kperf import machine as machine_tool
+from kperf.gate import asvio
+from kperf.history import gpus as host_gpus
+from kperf.history import shardmap, shardrun
 from tests.test_shard import FAKE
-from tools import machine as machine_tool
-from tools.gate import asvio
-from tools.history import gpus as host_gpus
-from tools.history import shardmap, shardrun
+
+from .conftest import synthetic_thresholds
 
 REPO = Path(__file__).resolve().parent.parent
 STATIC = "GemmSharedMem|GemmRegisters"
@@ -48,11 +50,10 @@ class _LaneClient:
 
 
 def test_gate_judges_each_case_once_on_its_own_gpu(tmp_path: Path) -> None:
-    from tools.gate import cli
-    from tools.gate.config import Thresholds
-    from tools.gate.measure import Run
-    from tools.gate.plan import Lane
-    from tools.gate.sequential import exit_code, replay
+    from kperf.gate import cli
+    from kperf.gate.measure import Run
+    from kperf.gate.plan import Lane
+    from kperf.gate.sequential import exit_code, replay
 
     own = {"0:0000aa01": ["p", "q"], "1:0000bb02": ["r", "s"]}
     lanes = [Lane(label, machine_tool.gpu_visibility_env(int(label[0]), {}), cases)
@@ -66,7 +67,7 @@ def test_gate_judges_each_case_once_on_its_own_gpu(tmp_path: Path) -> None:
         side = "base" if "-base-" in slot else "head"
         return _LaneClient(side, env["CUDA_VISIBLE_DEVICES"], log)
 
-    th = Thresholds.load(REPO / "thresholds.json")
+    th = synthetic_thresholds()
     run = Run(plan, th, {"base": tmp_path, "head": tmp_path}, make_client, log=lambda s: None)
     run.run()
     for name, gpu in log:
@@ -78,7 +79,7 @@ def test_gate_judges_each_case_once_on_its_own_gpu(tmp_path: Path) -> None:
 
 
 def run_cases(run):
-    from tools.gate.blocks import case_data
+    from kperf.gate.blocks import case_data
 
     return case_data(run.plan.cases, run.rows)
 
@@ -99,7 +100,7 @@ def clone(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def _shard(clone: dict, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "tools.history.shard", *args, "--repo", str(clone["repo"]),
+    cmd = [sys.executable, "-m", "kperf.history.shard", *args, "--repo", str(clone["repo"]),
            "--host", "e2e"]
     return subprocess.run(cmd, cwd=REPO, env=clone["env"], capture_output=True, text=True,
                           timeout=900)

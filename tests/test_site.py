@@ -1,4 +1,4 @@
-"""The published site's parts without a browser (tools/site/publish.py, tools/site/): tolerant
+"""The published site's parts without a browser (kperf/site/publish.py, kperf/site/): tolerant
 readers, commit links, offline assets, asv's patched graph code, the atomic swap and an
 asv publish that fails. tests/test_site_pages.py has the pages' figures and escaping,
 tests/test_site_codegen.py the codegen page, tests/test_site_browser.py renders the whole
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.site import asv_pages, data, publish, repo_data
+from kperf.site import asv_pages, data, publish, repo_data
 
 from ._site import _record
 from .conftest import REPO
@@ -25,10 +25,10 @@ ASSETS = REPO / ".cache" / "site-assets" / "node_modules"
 
 def needs_assets() -> Path:
     """The site's pinned assets that setup installed (tools/setup_env.sh runs
-    tools/site/install_assets.sh); a test run itself downloads nothing (issue 45)."""
+    kperf/site/install_assets.sh); a test run itself downloads nothing (issue 45)."""
     if not (ASSETS / "jquery" / "package.json").exists():
         pytest.skip(f"site assets not installed under {ASSETS}: run bash tools/setup_env.sh "
-                    f"(it runs tools/site/install_assets.sh, with npm and the registry)")
+                    f"(it runs kperf/site/install_assets.sh, with npm and the registry)")
     return ASSETS
 
 
@@ -224,6 +224,6 @@ def test_keep_gate_copies_the_report(tmp_path: Path) -> None:
 
 
 def test_cli_help_names_the_main_modes() -> None:
-    out = subprocess.run([sys.executable, "-m", "tools.site.publish", "--help"], cwd=REPO,
+    out = subprocess.run([sys.executable, "-m", "kperf.site.publish", "--help"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
     assert "--keep-gate" in out and "--pack-records" in out and "--records" in out

@@ -2,7 +2,7 @@
 
 A small history (tests/site_fixture.py: real CPU-side asv results at three commits, plus
 GPU-suite results and records that are synthetic and labelled so) is published by
-tools/site/publish.py, served from 127.0.0.1 and opened in headless Chromium (Debian's
+kperf/site/publish.py, served from 127.0.0.1 and opened in headless Chromium (Debian's
 ``chromium`` package, driven by Playwright; tools/test.sh installs both) with every request
 to another host aborted. Checked: no request leaves the host, no page error, asv's grid,
 graph and regressions pages render (canvas, no redirect to error.html), the kperf pages are
@@ -30,10 +30,10 @@ from urllib.parse import urlparse
 
 import pytest
 
+from kperf.site import codegen_page
+from kperf.site.pages import fmt_num
 from tests import codegen_fixture
 from tests import site_fixture as fx
-from tools.site import codegen_page
-from tools.site.pages import fmt_num
 
 from .conftest import REPO
 from .test_site import needs_assets
@@ -320,7 +320,7 @@ def test_telemetry_rows_equal_the_records(site: dict[str, Any]) -> None:
     assert page.locator("#warnings li").count() == 2
     commits = site["history"].commits
     (rec,) = _record_of(site, commits[-1], fx.GEMM, "square-4096", "fp16", "triton")
-    from tools.site import data
+    from kperf.site import data
 
     pid = data.point_id(data.record_key(rec))
     row = page.locator(f"#row-{pid}")

@@ -1,6 +1,6 @@
 """Code series on the published site: an occupancy that falls is flagged (asv flags rises
-only: tools/site/falls.py), and a step of a static figure says its cause in the code's
-terms, from the codegen records of the series' own environment (tools/site/codesteps.py),
+only: kperf/site/falls.py), and a step of a static figure says its cause in the code's
+terms, from the codegen records of the series' own environment (kperf/site/codesteps.py),
 read in Chromium on asv's regressions page.
 
 A synthetic history of three commits on one machine with two gfx942 toolchains (two asv
@@ -72,11 +72,11 @@ def _results(results: Path, meta: dict, commit: str, date: int, chain: str, i: i
 
 
 def _codegen_record(root: Path, commit: str, chain: str, i: int, later: float) -> None:
-    from harness import record
+    from kperf.core import record
 
     figures = _figures(chain, i)
     env = {"KPERF_MACHINE": MACHINE, "ASV_COMMIT": commit, "ASV_ENV_NAME": _env(chain)}
-    with pytest.MonkeyPatch.context() as patch:  # what asv and tools.history.asvrun set
+    with pytest.MonkeyPatch.context() as patch:  # what asv and kperf.history.asvrun set
         for key, value in env.items():
             patch.setenv(key, value)
         record.write_record("bench_gemm.GemmCodeSize.track_value",

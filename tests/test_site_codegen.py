@@ -1,4 +1,4 @@
-"""The codegen page (tools/site/codegen.py, codegen_page.py), built from real records
+"""The codegen page (kperf/site/codegen.py, codegen_page.py), built from real records
 (tests/codegen_fixture.py): every op beside Triton, where each figure is from and why one
 is missing, and what records say escaped."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from tools.site import codegen, codegen_page, data, pages
+from kperf.site import codegen, codegen_page, data, pages
 
 from . import codegen_fixture
 from ._site import HOSTILE

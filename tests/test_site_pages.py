@@ -1,4 +1,4 @@
-"""The site's pages without a browser (tools/site/, tools/site/telemetry_pages.py): units, the
+"""The site's pages without a browser (kperf/site/, kperf/site/telemetry_pages.py): units, the
 head-to-head figures and their reasons, steps explained from the records either side,
 and everything generated escaped."""
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.site import (
+from kperf.project import DEFAULTS
+from kperf.site import (
     data,
     gatepages,
     headtohead,
@@ -19,7 +20,6 @@ from tools.site import (
 )
 
 from ._site import HOSTILE, _files, _record
-from .conftest import REPO
 
 # ----------------------------------------------------------------- figures and pages
 
@@ -221,8 +221,8 @@ def test_a_step_is_explained_from_the_records_either_side() -> None:
     """asv's jump (None, rev): its commit and the latest earlier commit with a value; the
     clock drop at the power limit is the code's, a thermal bit makes it the environment's,
     a commit without records leaves the cause unknown."""
-    from tools.gate.config import Thresholds
-    from tools.site import steps
+    from kperf.gate.config import Thresholds
+    from kperf.site import steps
 
     a, b, c = "a" * 40, "b" * 40, "c" * 40
     files = _step_files([2.0e-4, 2.0e-4, 2.2e-4])
@@ -233,7 +233,7 @@ def test_a_step_is_explained_from_the_records_either_side() -> None:
     regressions = {"regressions": [[name, graph, {}, 0, 2.2e-4, 2.0e-4,
                                     [[None, 2, 2.0e-4, 2.2e-4], [0, 2, 2.0e-4, 2.2e-4]]],
                                    ["a later asv's shape"]]}
-    th = Thresholds.load(REPO / "thresholds.json")
+    th = Thresholds.load(DEFAULTS / "thresholds.json")
     found = steps.find_steps(regressions, {"0": a, "1": b, "2": c}, ["m1", "m10"], history,
                              th, {r"^bench_gemm\.": 0.025})
     one, ranged = found
@@ -254,15 +254,15 @@ def test_a_step_between_two_timing_methods_says_so() -> None:
     """A kernel timed by graph replay before a step and by events after it (it crossed
     graph_below_s, or its estimate read the host): the line says part of the step is the
     method's. The same method on both sides, or records that do not say, add nothing."""
-    from tools.gate.config import Thresholds
-    from tools.site import steps
+    from kperf.gate.config import Thresholds
+    from kperf.site import steps
 
     a, b, c = "a" * 40, "b" * 40, "c" * 40
     name = "bench_gemm.GemmTime.track_time('square-4096', 'fp16', 'tilelang')"
     graph = "graphs/arch-x86_64/branch-main/machine-m1/bench_gemm.GemmTime.track_time.json"
     regressions = {"regressions": [[name, graph, {}, 0, 2.2e-4, 2.0e-4,
                                     [[1, 2, 2.0e-4, 2.2e-4]]]]}
-    th = Thresholds.load(REPO / "thresholds.json")
+    th = Thresholds.load(DEFAULTS / "thresholds.json")
 
     def step_of(before: str | None, after: str | None) -> steps.Step:
         recs = [_capped(b, 1400.0), _capped(c, 1400.0)]
@@ -288,15 +288,15 @@ def test_a_step_whose_energy_bursts_ran_differently_says_so() -> None:
     call on the other (the host fell behind in one run's trials and not the other's): the
     line says part of the energy change is the method's. Records that do not say, bursts
     that ran alike, or a side whose records mix both add nothing against a mixed side."""
-    from tools.gate.config import Thresholds
-    from tools.site import steps
+    from kperf.gate.config import Thresholds
+    from kperf.site import steps
 
     a, b, c = "a" * 40, "b" * 40, "c" * 40
     name = "bench_gemm.GemmEnergy.track_energy('square-4096', 'fp16', 'tilelang')"
     graph = "graphs/arch-x86_64/branch-main/machine-m1/bench_gemm.GemmEnergy.track_energy.json"
     regressions = {"regressions": [[name, graph, {}, 0, 0.0655, 0.0605,
                                     [[1, 2, 0.0605, 0.0655]]]]}
-    th = Thresholds.load(REPO / "thresholds.json")
+    th = Thresholds.load(DEFAULTS / "thresholds.json")
 
     def step_of(before: list | None, after: list | None) -> steps.Step:
         recs = [_capped(b, 1400.0, energy_j=0.0605), _capped(c, 1400.0, energy_j=0.0655)]
@@ -324,14 +324,14 @@ def test_a_step_whose_energy_bursts_ran_differently_says_so() -> None:
 def test_a_step_whose_run_shared_the_gpu_names_the_other_process() -> None:
     """A record of the run after a step saw another process on the GPU: the step's line
     names it, as the gate's report does; a step without one says nothing of it."""
-    from tools.gate.config import Thresholds
-    from tools.site import steps
+    from kperf.gate.config import Thresholds
+    from kperf.site import steps
 
     a, b, c = "a" * 40, "b" * 40, "c" * 40
     name = "bench_gemm.GemmTime.track_time('square-4096', 'fp16', 'tilelang')"
     graph = "graphs/arch-x86_64/branch-main/machine-m1/bench_gemm.GemmTime.track_time.json"
     regressions = {"regressions": [[name, graph, {}, 0, 2.2e-4, 2.0e-4, [[1, 2, 2.0e-4, 2.2e-4]]]]}
-    th = Thresholds.load(REPO / "thresholds.json")
+    th = Thresholds.load(DEFAULTS / "thresholds.json")
 
     def step_of(shared: bool) -> steps.Step:
         recs = [_capped(b, 1400.0), _capped(c, 1400.0)]
@@ -349,7 +349,7 @@ def test_a_step_whose_run_shared_the_gpu_names_the_other_process() -> None:
 
 
 def test_steps_and_their_causes_are_escaped() -> None:
-    from tools.site import steps
+    from kperf.site import steps
 
     step = steps.Step(HOSTILE, HOSTILE, "b", {}, steps.Side("d" * 40), steps.Side(HOSTILE),
                       1, cause="environment", why=HOSTILE, text=HOSTILE, id="x")

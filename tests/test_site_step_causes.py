@@ -1,4 +1,4 @@
-"""The causes of the history's steps without a browser or asv's publish (tools/site/steps.py,
+"""The causes of the history's steps without a browser or asv's publish (kperf/site/steps.py,
 codesteps.py, falls.py): on a machine with several asv environments (a gfx942 toolchain
 each) a step reads its own environment's values and records only; a code step's cause
 from its latest codegen records either side; the falls of the series where higher is better,
@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tools.gate.config import Thresholds
-from tools.site import data, falls, steps
+from kperf.gate.config import Thresholds
+from kperf.project import DEFAULTS
+from kperf.site import data, falls, steps
 
-from .conftest import REPO
 from .test_site_pages import _capped
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
@@ -23,7 +23,7 @@ TIME = "bench_gemm.GemmTime.track_time"
 COMPILE = "bench_gemm.GemmCompile.track_compile"
 KERNEL = {"target": "gfx942", "dtype": "fp16", "backend": "tilelang"}
 CODE_META = {COMPILE: {"param_names": list(KERNEL)}}
-TH = Thresholds.load(REPO / "thresholds.json")
+TH = Thresholds.load(DEFAULTS / "thresholds.json")
 
 
 def _graph(chain: str, bench: str) -> str:
@@ -127,7 +127,7 @@ def test_falls_are_flagged_where_higher_is_better_past_the_threshold(tmp_path: P
     html = _site(tmp_path, {fell: [3, 3, 3, 2, 2, 2], slight: [8, 8, 8, 7, 7, 7],
                             registers: [148, 148, 148, 120, 120, 120]})
     conf = {"regressions_thresholds": {r".*Occupancy\.": 0.2, ".": 0.0}}
-    added = falls.add_falls(html, conf, REPO / "thresholds.json", tmp_path)
+    added = falls.add_falls(html, conf, DEFAULTS / "thresholds.json", tmp_path)
     assert added == [f"{fell}('gfx942', 'fp16', 'tilelang')"]
     (entry,) = json.loads((html / "regressions.json").read_text())["regressions"]
     assert entry[4:6] == [2.0, 3.0] and entry[6] == [[2, 3, 3.0, 2.0]]

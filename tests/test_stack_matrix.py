@@ -4,7 +4,7 @@ Fast tests cover the pieces (site discovery, pins, derived config, stack selecti
 verdicts on hand-made asv result files). The slow test runs a real asv matrix over two
 Triton releases (wheels that tools/test.sh downloaded before the run, tests/_wheels.py) on
 the CPU-side benchmarks, publishes it, and compares the two stacks with
-tools.stacks.stackcmp.
+kperf.stacks.stackcmp.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from kperf.project import DEFAULTS
+from kperf.stacks import matrix, stackcmp
 from tests._wheels import MATRIX_TRITON as TRITON_VERSIONS  # downloaded before the run
-from tools.stacks import matrix, stackcmp
 
 REPO = Path(__file__).resolve().parent.parent
 MACHINE = "stack-matrix-test"
@@ -84,7 +85,7 @@ def test_probe_names_a_missing_interpreter(tmp_path: Path) -> None:
      "cpu-torch2.13-triton3.7.1-tilelang0.1.15"),
 ])
 def test_stack_machine_names(info: dict, name: str) -> None:
-    from tools import machine
+    from kperf import machine
 
     assert machine.stack_name(info) == name
 
@@ -191,7 +192,7 @@ def _row(values: list, samples: list | None = None) -> list:
 @pytest.fixture()
 def two_stacks(tmp_path: Path) -> dict:
     """One commit, two machines (image per release) with one env each, hand-made results in
-    three rounds (results folders), both stacks in each, as tools.stacks.matrix measures them."""
+    three rounds (results folders), both stacks in each, as kperf.stacks.matrix measures them."""
     repo = tmp_path / "repo"
     repo.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
@@ -199,7 +200,7 @@ def two_stacks(tmp_path: Path) -> dict:
                     "--allow-empty", "-m", "c"], cwd=repo, check=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
                             text=True, check=True).stdout.strip()
-    (repo / "thresholds.json").write_text((REPO / "thresholds.json").read_text())
+    (repo / "thresholds.json").write_text((DEFAULTS / "thresholds.json").read_text())
     rounds = [tmp_path / f"round-{r}" / "results" for r in (1, 2, 3)]
     for r, results in enumerate(rounds):
         results.mkdir(parents=True)
@@ -298,7 +299,7 @@ def _clone_env(tmp_path: Path) -> dict[str, str]:
 def test_real_matrix_over_two_rocm_toolchains(tmp_path: Path) -> None:
     """One commit's gfx942 figures under Debian's LLVM 19 and ROCm 7.2.2's LLVM: two result
     files and graph lines, one build; stackcmp decides each static figure exactly."""
-    from harness import hip
+    from kperf.core import hip
 
     clone = tmp_path / "repo"
     commit = _git_clone(clone)
@@ -306,7 +307,7 @@ def test_real_matrix_over_two_rocm_toolchains(tmp_path: Path) -> None:
     assert env[hip.ROOT_ENV], "conftest names the installed toolchains for clones"
     cases = (r"^bench_gemm\.Gemm(Registers|CodeSize)\.track_value"
              r"\('gfx942', 'fp16', '(tilelang|triton)'\)$")
-    run = [sys.executable, "-m", "tools.stacks.matrix", "pip", "--repo", str(clone),
+    run = [sys.executable, "-m", "kperf.stacks.matrix", "pip", "--repo", str(clone),
            "--rocm-toolchain", "clang19", "rocm-7.2.2", "--machine", MACHINE, "-b", cases]
     proc = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-6000:]
@@ -317,7 +318,7 @@ def test_real_matrix_over_two_rocm_toolchains(tmp_path: Path) -> None:
     index = json.loads((out / "html" / "index.json").read_text())
     assert sorted(index["params"]["env-KPERF_ROCM_TOOLCHAIN"]) == ["clang19", "rocm-7.2.2"]
     report_dir = tmp_path / "report"
-    cmp = [sys.executable, "-m", "tools.stacks.stackcmp", "--repo", str(clone), "--results",
+    cmp = [sys.executable, "-m", "kperf.stacks.stackcmp", "--repo", str(clone), "--results",
            str(out / "results"), "--base", "env-KPERF_ROCM_TOOLCHAIN=clang19",
            "--head", "env-KPERF_ROCM_TOOLCHAIN=rocm-7.2.2", "--out", str(report_dir)]
     subprocess.run(cmp, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
@@ -339,7 +340,7 @@ def test_real_matrix_over_two_triton_releases(tmp_path: Path) -> None:
     clone = tmp_path / "repo"
     commit = _git_clone(clone)
     env = _clone_env(tmp_path)
-    run = [sys.executable, "-m", "tools.stacks.matrix", "pip", "--repo", str(clone),
+    run = [sys.executable, "-m", "kperf.stacks.matrix", "pip", "--repo", str(clone),
            "--triton", *TRITON_VERSIONS, "--machine", MACHINE, "-b", CASES, "-a", "rounds=2"]
     proc = subprocess.run(run, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     log = proc.stdout[-6000:] + proc.stderr[-6000:]
@@ -361,7 +362,7 @@ def test_real_matrix_over_two_triton_releases(tmp_path: Path) -> None:
         assert len(graphs) == 1, f"triton {version}: {graphs}"
 
     report_dir = tmp_path / "report"
-    cmp = [sys.executable, "-m", "tools.stacks.stackcmp", "--repo", str(clone), "--results",
+    cmp = [sys.executable, "-m", "kperf.stacks.stackcmp", "--repo", str(clone), "--results",
            str(out / "results"), "--base", f"triton={TRITON_VERSIONS[0]}",
            "--head", f"triton={TRITON_VERSIONS[1]}", "--out", str(report_dir)]
     done = subprocess.run(cmp, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)

@@ -1,4 +1,4 @@
-"""harness.stats on rounds whose truth is known."""
+"""kperf.core.stats on rounds whose truth is known."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from harness import stats
+from kperf.core import stats
 
 
 def _log_ratios(ratio: float, sd: float, n: int, seed: int) -> list[float]:

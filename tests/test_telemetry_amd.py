@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.telemetry import Sampler, open_source, summarize
-from harness.telemetry.amd import AmdSmiSource, AmdSmiUnavailable, visible_physical_index
-from harness.telemetry.sysfs import (
+from kperf.core.telemetry import Sampler, open_source, summarize
+from kperf.core.telemetry.amd import AmdSmiSource, AmdSmiUnavailable, visible_physical_index
+from kperf.core.telemetry.sysfs import (
     GPU_METRICS_LAYOUTS,
     SysfsSource,
     SysfsUnavailable,
@@ -231,8 +231,8 @@ def refuse(self, name, *args, **kwargs):  # as if libamd_smi.so were installed n
     real_cdll_init(self, name, *args, **kwargs)
 ctypes.CDLL.__init__ = refuse
 sys.path.insert(0, os.environ["REPO"])
-from harness.telemetry import open_source
-from harness.telemetry.amd import AmdSmiSource, AmdSmiUnavailable
+from kperf.core.telemetry import open_source
+from kperf.core.telemetry.amd import AmdSmiSource, AmdSmiUnavailable
 out = {}
 try:
     AmdSmiSource(0)

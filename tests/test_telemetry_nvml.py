@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from harness.telemetry.nvml import NvmlSource
+from kperf.core.telemetry.nvml import NvmlSource
 
 
 class NVMLError(Exception):
@@ -20,7 +20,7 @@ class NVMLError_NotSupported(NVMLError):
 
 
 def fake_pynvml(energy_supported: bool = True) -> types.ModuleType:
-    """Enough of pynvml for NvmlSource and tools.history.clocks; records every call."""
+    """Enough of pynvml for NvmlSource and kperf.history.clocks; records every call."""
     mod = types.ModuleType("pynvml")
     mod.NVMLError, mod.NVMLError_NotSupported = NVMLError, NVMLError_NotSupported
     mod.NVML_CLOCK_SM, mod.NVML_CLOCK_MEM, mod.NVML_TEMPERATURE_GPU = 1, 2, 0

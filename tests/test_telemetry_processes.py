@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.telemetry import NullSource
-from harness.telemetry.amd import AmdSmiSource
-from harness.telemetry.nvml import NvmlSource
-from harness.telemetry.processes import (
+from kperf.core.telemetry import NullSource
+from kperf.core.telemetry.amd import AmdSmiSource
+from kperf.core.telemetry.nvml import NvmlSource
+from kperf.core.telemetry.processes import (
     Listed,
     ProcessesUnavailable,
     ProcessWatch,
@@ -29,8 +29,8 @@ from harness.telemetry.processes import (
     spans,
     time_looks,
 )
-from harness.telemetry.sysfs import SysfsSource
-from harness.timing import Plan, measure
+from kperf.core.telemetry.sysfs import SysfsSource
+from kperf.core.timing import Plan, measure
 from tests.fake_amdsmi import FakeState, use_fake_amdsmi
 from tests.fakes import FAST, FakeGpu, FakeKernel, ScriptedSource
 from tests.test_telemetry_amd import make_sysfs
@@ -42,7 +42,7 @@ SLEEP = "import time; time.sleep(120)"
 @dataclass
 class Relatives:
     """Real processes: ``me`` (a measuring worker) and ``sibling`` (the other side's worker:
-    ``-m harness.workerproc`` on its command line) and ``plain`` (no worker), all three
+    ``-m kperf.core.workerproc`` on its command line) and ``plain`` (no worker), all three
     started by this test process (the gate); ``other`` started by another process."""
 
     me: int
@@ -63,7 +63,7 @@ def _until_it_runs(pid: int, runs: Callable[[int], bool], timeout_s: float = 30.
 @pytest.fixture
 def relatives() -> Iterator[Relatives]:
     started = [subprocess.Popen([sys.executable, "-c", SLEEP]),
-               subprocess.Popen([sys.executable, "-c", SLEEP, "-m", "harness.workerproc"]),
+               subprocess.Popen([sys.executable, "-c", SLEEP, "-m", "kperf.core.workerproc"]),
                subprocess.Popen([sys.executable, "-c", SLEEP]),
                subprocess.Popen(["sh", "-c", "sleep 120 & echo $!; wait"], stdout=subprocess.PIPE,
                                 text=True)]
@@ -72,7 +72,7 @@ def relatives() -> Iterator[Relatives]:
         # a child is read as what it runs only once it has exec'd: before, /proc shows the
         # forked parent (this pytest; the shell for ``other``), as it did under a load
         # average of 5 beside another checkout's runs (2026-12-06)
-        for pid, word in ((started[0].pid, "time.sleep"), (started[1].pid, "harness.workerproc"),
+        for pid, word in ((started[0].pid, "time.sleep"), (started[1].pid, "kperf.core.workerproc"),
                           (started[2].pid, "time.sleep")):
             _until_it_runs(pid, lambda p, w=word: w in " ".join(ProcFs().cmdline(p)))
         _until_it_runs(other, lambda p: ProcFs().comm(p) == "sleep")

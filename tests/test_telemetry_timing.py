@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from harness import timing
-from harness.telemetry import Reading
+from kperf.core import timing
+from kperf.core.telemetry import Reading
 
 CYCLES_PER_CALL = 4.2e6  # 2 ms at 2100 MHz
 

@@ -1,6 +1,6 @@
-"""Provenance (tools/machine.py), opt-in clock pinning (tools/history/clocks.py) and the
+"""Provenance (kperf/machine.py), opt-in clock pinning (kperf/history/clocks.py) and the
 telemetry
-pages (tools/site/telemetry_pages.py), all against fakes: no real GPU's clocks are touched."""
+pages (kperf/site/telemetry_pages.py), all against fakes: no real GPU's clocks are touched."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import record
+from kperf import machine
+from kperf.core import record
+from kperf.history import clocks
+from kperf.site import telemetry_pages
 from tests.fake_amdsmi import FakeState, use_fake_amdsmi
 from tests.test_telemetry_nvml import fake_pynvml
-from tools import machine
-from tools.history import clocks
-from tools.site import telemetry_pages
 
 ROCM_TORCH_STACK = {"torch": "2.13.0+rocm7.0", "cuda": "", "hip": "7.0.51831", "triton": "3.7.1",
                     "tilelang": "0.1.15", "gpu": "AMD Instinct MI300X",
@@ -213,7 +213,7 @@ def test_machine_file_survives_concurrent_writers(tmp_path: Path) -> None:
     """Shards write their machine entries at once; no entry is lost, no reader sees half."""
     import multiprocessing as mp
 
-    from tools.machine import write_machine_file
+    from kperf.machine import write_machine_file
 
     path = tmp_path / ".asv-machine.json"
     ctx = mp.get_context("spawn")
@@ -232,14 +232,14 @@ def test_machine_file_survives_concurrent_writers(tmp_path: Path) -> None:
 
 
 def _write_many(path: Path, i: int) -> None:
-    from tools.machine import write_machine_file
+    from kperf.machine import write_machine_file
 
     for j in range(20):
         write_machine_file({"machine": f"m{i}-{j}"}, path)
 
 
 def test_throttle_bits_are_ored_and_none_only_when_never_read() -> None:
-    from harness.telemetry import or_bits
+    from kperf.core.telemetry import or_bits
 
     assert or_bits([0x4, None, 0x20, 0x4]) == 0x24
     assert or_bits([0, None]) == 0  # read and clear is not "unknown"

@@ -1,7 +1,7 @@
 """The timed benchmark path as asv drives it, on CPU, and the L2 flush it asks the GPU for.
 
-``bench_gemm.GemmTime``'s ``setup`` asks a real measurement worker (harness/worker.py, a
-separate process running ``benchmarks._case.handle``) to build and check the case,
+``bench_gemm.GemmTime``'s ``setup`` asks a real measurement worker (kperf/core/worker.py, a
+separate process running ``kperf.suites.case.handle``) to build and check the case,
 ``track_time`` asks it to measure and writes the per-sample record: the same calls asv
 makes, with ``KPERF_DEVICE=cpu`` (the Triton kernel under its interpreter, timed on the
 host) instead of a GPU.
@@ -18,8 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import record
-from harness.device import TorchDevice
+from kperf.core import record
+from kperf.core.device import TorchDevice
 from tests._bench import BENCH_CASE as CASE
 from tests._bench import BENCH_PLAN as PLAN
 
@@ -76,7 +76,7 @@ def test_time_suite_measures_in_a_worker_and_writes_a_record(cpu_bench: Path) ->
 
 def test_time_suite_names_only_cases_the_op_has(cpu_bench: Path) -> None:
     from benchmarks import bench_gemm
-    from kernels.op import Unsupported
+    from kperf.ops.op import Unsupported
 
     with pytest.raises(Unsupported, match="no case 'no-such-case'"):
         bench_gemm.GemmTime().setup("no-such-case", "fp16", "triton")
@@ -113,12 +113,12 @@ def test_timed_path_flushes_twice_the_last_level_cache(monkeypatch: pytest.Monke
                                                        target: str) -> None:
     """The device the timed path (``CaseRunner``, as the worker's ``handle`` uses it) opens
     on a GPU holds a flush buffer of at least twice the target's last-level cache."""
-    import kernels.targets
-    from benchmarks._case import CaseRunner
+    import kperf.ops.targets
+    from kperf.suites.case import CaseRunner
 
-    tgt = kernels.targets.get_target(target)
+    tgt = kperf.ops.targets.get_target(target)
     monkeypatch.setenv("KPERF_DEVICE", "gpu")
-    monkeypatch.setattr(kernels.targets, "current_device_target", lambda: tgt)
+    monkeypatch.setattr(kperf.ops.targets, "current_device_target", lambda: tgt)
     cuda = _NoCuda(monkeypatch)
 
     device = CaseRunner(device_index=0).device()
@@ -146,7 +146,7 @@ def test_a_flush_writes_its_whole_buffer_or_reads_it_and_leaves_it(
 def test_a_case_prepared_again_says_so_instead_of_repeating_its_compile(cpu_bench) -> None:
     """The energy suite prepares a case the time suite already prepared in the same worker:
     the log must not count its compile twice (the one-op-change check reads those lines)."""
-    from benchmarks import _case
+    from kperf.suites import case as _case
 
     runner = _case.CaseRunner()
     spec = {"op": "gemm", "case": CASE[0], "dtype": "fp32", "backend": "torch"}
@@ -165,7 +165,7 @@ def test_warm_imports_what_cases_need_without_touching_a_gpu() -> None:
 
     code = (
         "import json, sys\n"
-        "from benchmarks import _case\n"
+        "from kperf.suites import case as _case\n"
         "specs = [{'op': 'gemm', 'case': 'square-4096', 'dtype': 'fp16', 'backend': b}"
         " for b in ('triton', 'tilelang', 'torch')]\n"
         "specs += [{'op': 'softmax', 'case': 'x', 'dtype': 'fp16', 'backend': 'triton'}]\n"
@@ -193,7 +193,7 @@ def test_a_cases_backends_get_copies_of_inputs_made_once(cpu_bench) -> None:
     that writes to its inputs cannot change what the next backend is checked on."""
     import torch
 
-    from benchmarks import _case
+    from kperf.suites import case as _case
 
     runner = _case.CaseRunner()
     made: list[int] = []
@@ -233,7 +233,7 @@ def test_a_cases_backends_get_copies_of_inputs_made_once(cpu_bench) -> None:
 def test_input_sets_past_their_limit_drop_the_oldest_but_keep_the_newest() -> None:
     import torch
 
-    from benchmarks._inputs import InputSets
+    from kperf.suites.inputs import InputSets
 
     op = SimpleNamespace(name="toy", make_inputs=lambda case, dtype, device, seed: (
         torch.full((256,), float(seed)),))  # 1 KiB a set
@@ -255,7 +255,7 @@ def test_a_measurement_awaiting_its_time_benchmark_needs_no_second_prepare(cpu_b
     """asv's energy benchmark of a case measures it; the time benchmark that comes next
     reads that measurement, so its prepare must not build, make inputs or check again
     (a large case's inputs may have been dropped meanwhile: seconds for nothing)."""
-    from benchmarks import _case
+    from kperf.suites import case as _case
 
     _case._RUNNER = runner = _case.CaseRunner()
     try:
@@ -283,7 +283,7 @@ def test_a_suite_names_the_cases_asv_was_asked_for(monkeypatch: pytest.MonkeyPat
     """``selected`` matches asv's -b regexes as asv does (on name(param reprs)), so the
     worker compiles ahead only the kernels the run will measure."""
     from benchmarks import bench_gemm
-    from benchmarks._suites import BENCH_REGEX
+    from kperf.suites.timed import BENCH_REGEX
 
     monkeypatch.delenv(BENCH_REGEX, raising=False)
     everything = bench_gemm.GemmTime().selected()
@@ -304,7 +304,7 @@ def test_a_cold_build_compiles_the_rest_of_its_op_ahead_once(
     """A build that adds files to the compile cache means the op's source is new to it:
     the batch's other kernels of that op and backend are built in parallel processes
     (here torch's, whose build is cheap), once; a warm build (no new files) does not."""
-    from benchmarks import _case
+    from kperf.suites import case as _case
 
     monkeypatch.setattr(_case, "COMPILE_AHEAD_BACKENDS", ("torch",))
     monkeypatch.setattr(_case, "COMPILE_AHEAD_PROCESSES", 2)
@@ -330,7 +330,7 @@ def test_a_cold_build_compiles_the_rest_of_its_op_ahead_once(
 
 
 def test_build_only_compiles_without_inputs_or_a_launch(cpu_bench) -> None:
-    from benchmarks import _case
+    from kperf.suites import case as _case
 
     out = _case.build_only({"op": "gemm", "case": "test-ragged", "dtype": "fp16",
                             "backend": "triton"})
@@ -373,7 +373,8 @@ def test_an_unchanged_baseline_is_timed_once_per_machine_and_again_when_rerun(
 
 def test_a_baseline_with_another_key_is_timed(cpu_bench: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from benchmarks import _suites, bench_gemm
+    from benchmarks import bench_gemm
+    from kperf.suites import timed as _suites
 
     suite = bench_gemm.GemmTime()
     suite.setup(*BASELINE)
@@ -389,7 +390,7 @@ def test_the_baseline_key_follows_its_code_not_the_kernels_under_test(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from benchmarks._suites import baseline_digest
+    from kperf.suites.timed import baseline_digest
 
     monkeypatch.setenv("KPERF_TELEMETRY", "none")
     root = tmp_path / "kernels"
@@ -400,7 +401,7 @@ def test_the_baseline_key_follows_its_code_not_the_kernels_under_test(
         (root / "gemm" / name).write_text((root / "gemm" / name).read_text() + "\n# edit\n")
     (root / "softmax" / "reference.py").write_text("# another op\n")
     assert baseline_digest("gemm", {}, root) == key
-    for path in (root / "gemm" / "reference.py", root / "gemm" / "spec.py", root / "op.py"):
+    for path in (root / "gemm" / "reference.py", root / "gemm" / "spec.py", root / "rownorm.py"):
         path.write_text(path.read_text() + "\n# edit\n")
         assert baseline_digest("gemm", {}, root) != key, path
         key = baseline_digest("gemm", {}, root)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from harness.timing import Plan, measure
-from harness.warmup import _cap_wait_s, _settled
+from kperf.core.timing import Plan, measure
+from kperf.core.warmup import _cap_wait_s, _settled
 from tools.lab.burst_replay import burst_energy
 
 from .fakes import FAST, FakeGpu, FakeKernel, measure_on_a_counter
@@ -188,7 +188,7 @@ def _measure_on_a_board(power_w: float, plan: Plan):
     """``measure`` of a 1 ms kernel on a board whose telemetry reads ``power_w`` of a 700 W
     limit at 1500 MHz (1 ms of host time per call too, for the sampler to see)."""
 
-    from harness.telemetry import Reading
+    from kperf.core.telemetry import Reading
 
     from .fakes import ScriptedSource
 

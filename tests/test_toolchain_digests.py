@@ -1,7 +1,7 @@
-"""The gfx942 toolchain's identity and where it goes (harness/hip.py, benchmarks/_static.py):
+"""The gfx942 toolchain's identity and where it goes (kperf/core/hip.py, kperf/suites/static.py):
 what a toolchain's code depends on is in its identity, the run's identity is its own
 toolchain folder's, a toolchain named for a case is the one that compiles it, and the static
-figures' cache is keyed by the identity, not the name. (benchmarks/_digests.py's digests:
+figures' cache is keyed by the identity, not the name. (kperf/suites/digests.py's digests:
 tests/test_compat_drift.py.)"""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import hip
+from kperf.core import hip
 
 ROCM = "rocm-9.9.0"  # a toolchain folder made here: its pieces are files of this test's
 
@@ -62,7 +62,7 @@ def test_the_runs_identity_is_its_own_toolchain_folders(tmp_path: Path,
 
 def test_the_toolchain_a_case_names_compiles_it() -> None:
     """A gate case of one gfx942 toolchain (``Toolchain`` passed down by
-    benchmarks/_static.py) is compiled by that toolchain, not the run's default."""
+    kperf/suites/static.py) is compiled by that toolchain, not the run's default."""
     source = ('#include <hip/hip_runtime.h>\n'
               'extern "C" __global__ void k(float* x) { x[threadIdx.x] = 1; }')
     for name in ("llvm19", "clang19"):
@@ -74,7 +74,7 @@ def test_the_static_cache_is_keyed_by_the_toolchains_identity(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A toolchain reinstalled under its name (another LLVM) has another identity: its
     figures are computed again, not read from the cache of the old one."""
-    from benchmarks import _static
+    from kperf.suites import static as _static
 
     key = {"op": "rmsnorm", "case": "llama3-8b.hidden", "target": "gfx942",
            "backend": "tilelang", "dtype": "fp16", "toolchain": "llvm19"}

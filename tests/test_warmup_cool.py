@@ -1,11 +1,11 @@
 """The warm-up's early end far from the power cap (``Plan.cool_warmup_min_s``,
-harness/warmup.py) on a simulated board with an energy counter."""
+kperf/core/warmup.py) on a simulated board with an energy counter."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.timing import Plan
+from kperf.core.timing import Plan
 
 from .fakes import measure_on_a_counter
 
@@ -37,7 +37,7 @@ def test_no_early_end_unless_counter_and_reading_both_say_far_from_the_cap(
 
 
 def test_the_cool_rule_is_off_at_zero_and_needs_a_span_of_counter_updates() -> None:
-    from harness.warmup import COOL_COUNTER_SPAN_S, _cool
+    from kperf.core.warmup import COOL_COUNTER_SPAN_S, _cool
 
     m = measure_on_a_counter(0.02, COOL.with_overrides(cool_warmup_min_s=0.0), 400.0, 400.0)
     assert not m.warmup_cool and m.warmup_s >= COOL.warmup_min_s

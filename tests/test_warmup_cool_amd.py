@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.telemetry.amd import AmdSmiSource
-from harness.timing import Plan, measure
+from kperf.core.telemetry.amd import AmdSmiSource
+from kperf.core.timing import Plan, measure
 from tests.fake_amdsmi import FakeState, use_fake_amdsmi
 
 from .fakes import FakeGpu

@@ -1,4 +1,4 @@
-"""tools/stacks/wheelhouse.py: parts under the size limit, a truthful manifest, a lossless
+"""kperf/stacks/wheelhouse.py: parts under the size limit, a truthful manifest, a lossless
 restore."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from kperf.stacks import wheelhouse as wh
 from tests._tmpfs import UNSHARE, needs_tmpfs
 from tests.conftest import ignore_sigint
-from tools.stacks import wheelhouse as wh
 
 KIB = 1024
 REPO = Path(__file__).resolve().parent.parent
@@ -284,7 +284,7 @@ def test_full_disk_on_a_real_tiny_tmpfs(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     script = (f"mount -t tmpfs -o size=256k tmpfs {mnt} && cd {REPO} && "
-              f"{sys.executable} -m tools.stacks.wheelhouse restore --parts {parts} "
+              f"{sys.executable} -m kperf.stacks.wheelhouse restore --parts {parts} "
               f"--dest {mnt}/d; "
               f"echo rc=$?; ls -A {mnt}/d")
     out = subprocess.run([*UNSHARE, script], capture_output=True, text=True, timeout=120)
@@ -296,7 +296,7 @@ def test_full_disk_on_a_real_tiny_tmpfs(tmp_path: Path) -> None:
 KILL_DRIVER = """
 import os, signal, sys
 from pathlib import Path
-from tools.stacks import wheelhouse as wh
+from kperf.stacks import wheelhouse as wh
 signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal
 real = wh.shutil.copyfileobj
 def interrupted(src, dst, *a):

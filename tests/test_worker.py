@@ -1,4 +1,4 @@
-"""The measurement worker (harness/worker.py): failures stay with their request, a crashed,
+"""The measurement worker (kperf/core/worker.py): failures stay with their request, a crashed,
 hung or stale worker is replaced by a fresh process, groups are retired, the folder is
 private. Real worker processes (tests/_workers.py), handlers in
 tests/_worker_handlers.py; tests/test_worker_impostors.py plays forged workers.
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.worker import (
+from kperf.core.worker import (
     RemoteError,
     RemoteSkip,
     WorkerError,

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import workerauth
-from harness.pidfile import write_pid
-from harness.worker import (
+from kperf.core import workerauth
+from kperf.core.pidfile import write_pid
+from kperf.core.worker import (
     WorkerClient,
     WorkerError,
     retire,

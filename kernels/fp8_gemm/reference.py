@@ -6,8 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from kernels.op import Build, Case, seeded
-from kernels.targets import Target
+from kperf.ops import Build, Case, Target, seeded
 
 from .spec import Fp8Format, check_dtype, fp8_format_for_device
 

@@ -24,18 +24,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels.op import DTYPE_BYTES, Case
-from kernels.targets import Target
+from kperf.ops import DTYPE_BYTES, Case, Target
 
 CASES = (
     # Llama-3 70B: 64 q heads + 8 kv heads of 128 -> 8192 + 2*1024 outputs; 4096 tokens
-    Case("llama3-70b.qkv_proj", {"M": 4096, "N": 10240, "K": 8192}, "8192 + 2*8*128 outputs"),
+    Case("llama3-70b.qkv_proj", {"M": 4096, "N": 10240, "K": 8192}, "8192 + 2*8*128 outputs",
+         pr=True),
     Case("llama3-70b.down_proj", {"M": 8192, "N": 8192, "K": 28672}, "8192 tokens"),
     # DeepSeek-V3's first three layers are dense: up (and gate) 7168 -> 18432, down back
     Case("deepseek-v3.dense_up_proj", {"M": 4096, "N": 18432, "K": 7168}),
     Case("deepseek-v3.dense_down_proj", {"M": 4096, "N": 7168, "K": 18432}),
     # decode: 16 sequences, one token each; the 235 MB fp8 weight dominates the traffic
-    Case("llama3-70b.down_proj.decode16", {"M": 16, "N": 8192, "K": 28672}, "bandwidth-bound"),
+    Case("llama3-70b.down_proj.decode16", {"M": 16, "N": 8192, "K": 28672}, "bandwidth-bound",
+         klass="decode"),
 )
 
 DTYPES = ("fp8e4m3",)

@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from kernels import compat
-from kernels.op import Build, Case
-from kernels.targets import Target
+from kperf.ops import Build, Case, Target, compat
 
 from .spec import check_dtype, fp8_format
 

@@ -12,10 +12,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels import compat
 from kernels.gemm.triton_gemm import grouped_tile
-from kernels.op import Build, Case
-from kernels.targets import Target
+from kperf.ops import Build, Case, Target, compat
 
 from .spec import OUT_DTYPE, check_dtype, fp8_format
 

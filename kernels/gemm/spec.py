@@ -6,11 +6,12 @@ square shapes everyone quotes, plus one decode-sized case that is bandwidth-boun
 
 from __future__ import annotations
 
-from kernels.op import DTYPE_BYTES, Case
+from kperf.ops import DTYPE_BYTES, Case
 
 CASES = (
     Case("square-4096", {"M": 4096, "N": 4096, "K": 4096}, "reference square shape"),
-    Case("square-8192", {"M": 8192, "N": 8192, "K": 8192}, "power-capped on H200"),
+    Case("square-8192", {"M": 8192, "N": 8192, "K": 8192}, "power-capped on H200",
+         pr=True),
     # Llama-3 8B: hidden 4096, 32 q heads + 8 kv heads of 128, MLP 14336; 4096 tokens
     Case("llama3-8b.qkv_proj", {"M": 4096, "N": 6144, "K": 4096}, "4096 + 2*8*128 outputs"),
     Case("llama3-8b.gate_up_proj", {"M": 4096, "N": 28672, "K": 4096}, "fused gate+up, 2*14336"),
@@ -21,7 +22,8 @@ CASES = (
     # DeepSeek-V3: q_b_proj lifts the 1536-d latent to 128 heads x 192
     Case("deepseek-v3.q_b_proj", {"M": 4096, "N": 24576, "K": 1536}),
     # decode: 16 sequences, one token each, through Llama-3 8B's fused gate+up
-    Case("llama3-8b.gate_up_proj.decode16", {"M": 16, "N": 28672, "K": 4096}, "bandwidth-bound"),
+    Case("llama3-8b.gate_up_proj.decode16", {"M": 16, "N": 28672, "K": 4096}, "bandwidth-bound",
+         klass="decode", pr=True),
 )
 
 DTYPES = ("fp16", "bf16")

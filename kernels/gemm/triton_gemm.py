@@ -8,9 +8,7 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels import compat
-from kernels.op import Build, Case
-from kernels.targets import Target
+from kperf.ops import Build, Case, Target, compat
 
 
 @dataclass(frozen=True)

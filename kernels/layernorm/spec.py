@@ -6,14 +6,14 @@ biased variance, as torch.nn.functional.layer_norm). Memory-bound: x read once, 
 
 from __future__ import annotations
 
-from kernels.op import DTYPE_BYTES, Case
+from kperf.ops import DTYPE_BYTES, Case
 
 # Falcon and GPT-NeoX use 1e-5 (BERT 1e-12, ViT 1e-6): eps does not change the traffic.
 EPS = 1e-5
 
 CASES = (
     # 16384 tokens (e.g. 4 sequences of 4096) through a decoder's pre-attention LayerNorm
-    Case("falcon-40b.hidden", {"M": 16384, "N": 8192}, "537 MB moved in fp16"),
+    Case("falcon-40b.hidden", {"M": 16384, "N": 8192}, "537 MB moved in fp16", pr=True),
     Case("gpt-neox-20b.hidden", {"M": 16384, "N": 6144}, "hidden 6144: not a power of two"),
     # encoders: 16 sequences of 512 tokens (BERT-large), 16 images of 257 tokens (ViT-H/14)
     Case("bert-large.hidden", {"M": 8192, "N": 1024}, "34 MB moved"),
@@ -21,6 +21,8 @@ CASES = (
 )
 
 DTYPES = ("fp16", "bf16")
+# the dtype of the PR gate's default cases (``pr=True``)
+PR_DTYPES = ("bf16",)
 
 # CPU tests under the Triton interpreter: ragged column counts, rows not a multiple of a block.
 TEST_CASES = (

@@ -3,10 +3,8 @@ program, the rows in a register fragment, mean and variance by T.reduce_sum."""
 
 from __future__ import annotations
 
-from kernels import compat
-from kernels.op import Case
 from kernels.rownorm import TileLangConfig, tilelang_row_config
-from kernels.targets import Target
+from kperf.ops import Case, Target, compat
 
 from .spec import EPS
 

@@ -6,7 +6,7 @@ fp16/bf16 in and out, fp32 statistics. Memory-bound: x is read once and y writte
 
 from __future__ import annotations
 
-from kernels.op import DTYPE_BYTES, Case
+from kperf.ops import DTYPE_BYTES, Case
 
 # Llama-3 uses 1e-5, DeepSeek-V3 1e-6; one value for all cases keeps the reference simple,
 # and eps changes nothing about the memory traffic being measured.
@@ -14,7 +14,7 @@ EPS = 1e-5
 
 CASES = (
     # 16384 tokens (e.g. 4 sequences of 4096) through the pre-attention / pre-MLP norm
-    Case("llama3-8b.hidden", {"M": 16384, "N": 4096}, "268 MB moved in fp16"),
+    Case("llama3-8b.hidden", {"M": 16384, "N": 4096}, "268 MB moved in fp16", pr=True),
     Case("llama3-70b.hidden", {"M": 16384, "N": 8192}, "537 MB moved"),
     Case("deepseek-v3.hidden", {"M": 16384, "N": 7168}, "hidden 7168: not a power of two"),
     # DeepSeek-V3 MLA: kv_a_layernorm is an RMSNorm over the 512-d compressed KV latent
@@ -22,6 +22,8 @@ CASES = (
 )
 
 DTYPES = ("fp16", "bf16")
+# the dtype of the PR gate's default cases (``pr=True``)
+PR_DTYPES = ("bf16",)
 
 # CPU tests under the Triton interpreter: ragged column counts, rows not a multiple of a block.
 TEST_CASES = (

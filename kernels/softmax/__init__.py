@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from kernels.op import op_from_modules
+from kperf.ops import op_from_modules
 
 OP = op_from_modules(__name__, "bandwidth", "tilelang_softmax", "triton_softmax")

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.op import Build, Case, seeded, torch_dtype
-from kernels.targets import Target
+from kperf.ops import Build, Case, Target, seeded, torch_dtype
 
 
 def make_inputs(case: Case, dtype: str, device: str, seed: int) -> tuple[torch.Tensor]:

@@ -8,21 +8,25 @@ inside. Memory-bound: the minimum traffic is one read and one write of the matri
 
 from __future__ import annotations
 
-from kernels.op import DTYPE_BYTES, Case
+from kperf.ops import DTYPE_BYTES, Case
 
 LLAMA3_VOCAB = 128256
 
 CASES = (
     # 4096 prefill tokens through Llama-3 8B's LM head: 2.1 GB moved in fp16
-    Case("llama3-8b.logits-4k", {"M": 4096, "N": LLAMA3_VOCAB}, "looped row, 128256 wide"),
+    Case("llama3-8b.logits-4k", {"M": 4096, "N": LLAMA3_VOCAB}, "looped row, 128256 wide",
+         pr=True),
     # sampling the next token for 64 sequences: few rows, each too wide for one block
-    Case("llama3-8b.logits.decode64", {"M": 64, "N": LLAMA3_VOCAB}, "33 MB, only 64 rows"),
+    Case("llama3-8b.logits.decode64", {"M": 64, "N": LLAMA3_VOCAB}, "33 MB, only 64 rows",
+         klass="decode"),
     # unfused attention, 32 heads: 2048 queries x 2048 keys, and 512 x 512
     Case("llama3-8b.attn-scores-2k", {"M": 32 * 2048, "N": 2048}, "537 MB moved"),
     Case("llama3-8b.attn-scores-512", {"M": 32 * 512, "N": 512}, "34 MB moved"),
 )
 
 DTYPES = ("fp16", "bf16")
+# the dtype of the PR gate's default cases (``pr=True``)
+PR_DTYPES = ("bf16",)
 
 # CPU tests under the Triton interpreter: ragged column counts, rows not a multiple of a
 # block, and a row wider than one block so the looped kernel is the one selected.

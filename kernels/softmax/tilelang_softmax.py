@@ -14,10 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels import compat
-from kernels.op import Case
 from kernels.rownorm import tilelang_row_config
-from kernels.targets import Target
+from kperf.ops import Case, Target, compat
 
 TL_DTYPE = compat.TILELANG_DTYPE
 LOG2E = 1.4426950408889634

@@ -17,10 +17,8 @@ from typing import Any
 import triton
 import triton.language as tl
 
-from kernels import compat
-from kernels.op import Build, Case
 from kernels.rownorm import triton_num_warps, triton_row_config
-from kernels.targets import Target
+from kperf.ops import Build, Case, Target, compat
 
 
 @dataclass(frozen=True)

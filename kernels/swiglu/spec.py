@@ -7,11 +7,11 @@ ops: two reads and one write per element, nothing reused.
 
 from __future__ import annotations
 
-from kernels.op import DTYPE_BYTES, Case
+from kperf.ops import DTYPE_BYTES, Case
 
 CASES = (
     # same token counts as the GEMM cases of these models (4096 for 8B, 8192 for 70B)
-    Case("llama3-8b.mlp", {"M": 4096, "N": 14336}, "352 MB moved in fp16"),
+    Case("llama3-8b.mlp", {"M": 4096, "N": 14336}, "352 MB moved in fp16", pr=True),
     Case("llama3-70b.mlp", {"M": 8192, "N": 28672}, "1.4 GB moved"),
     # DeepSeek-V3: the dense layers' MLP (18432), and one routed expert (2048) given 2048 tokens
     Case("deepseek-v3.mlp", {"M": 4096, "N": 18432}, "453 MB moved"),
@@ -19,6 +19,8 @@ CASES = (
 )
 
 DTYPES = ("fp16", "bf16")
+# the dtype of the PR gate's default cases (``pr=True``)
+PR_DTYPES = ("bf16",)
 
 # CPU tests under the Triton interpreter: sizes that no block divides.
 TEST_CASES = (

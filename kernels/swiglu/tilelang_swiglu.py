@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels import compat
-from kernels.op import Case
-from kernels.targets import Target
+from kperf.ops import Case, Target, compat
 
 TL_DTYPE = compat.TILELANG_DTYPE
 

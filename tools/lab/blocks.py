@@ -46,7 +46,7 @@ def run(spec: dict[str, Any], slots: list[dict[str, Any]], rounds: int,
         plan: dict[str, Any]) -> dict[str, Any]:
     import os
 
-    from tools.gate.workers import gate_worker
+    from kperf.gate.workers import gate_worker
 
     suite = Path(__file__).resolve().parents[2] / "benchmarks" / "__init__.py"
     workers = [gate_worker(f"blocks-{i}", sys.path, f"slot {i}", dict(os.environ), suite)

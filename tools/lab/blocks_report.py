@@ -26,8 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.plan import Plan
-from tools.gate.model import Block
+from kperf.core.plan import Plan
+from kperf.gate.model import Block
 
 HELD_POWER_SHARE = 0.65
 
@@ -91,7 +91,7 @@ def held(blocks: list[dict[str, Any]], top_w: float | None) -> list[bool]:
 
 
 def host_behind(block: dict[str, Any]) -> bool:
-    """A trial of the block ended with the host behind the GPU (harness/reps.py)."""
+    """A trial of the block ended with the host behind the GPU (kperf/core/reps.py)."""
     return any(q is not None and q < Plan.host_ahead_reps
                for q in block.get("reps_queued") or [])
 

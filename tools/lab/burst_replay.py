@@ -3,7 +3,7 @@
     python -m tools.lab.burst_replay first/.asv/records/M/abcd1234-ENV \\
                                      second/.asv/records/M/ef567890-ENV
 
-Each timed case's record keeps its bursts (harness/energy.py): every burst's energy per
+Each timed case's record keeps its bursts (kperf/core/energy.py): every burst's energy per
 call and, since 2026-12-04, the energy counter's updates inside it, as [seconds since the
 burst began, joules since its first update]. A burst of ``length`` seconds would have seen
 the updates up to ``length``: its power is the energy between the first and last of them
@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.gate.asvio import ResultsFileError
+from kperf import project
+from kperf.gate.asvio import ResultsFileError
 from tools.lab.runspread import time_records
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,10 +84,10 @@ def adaptive_figure(record: dict[str, Any], agree: float) -> tuple[float | None,
 
 def classes(names: set[str], repo: Path = REPO) -> dict[str, str]:
     """Energy series name -> its class (the gate's rule for its Time twin)."""
-    from tools.gate.config import Thresholds
-    from tools.history.series import series_class
+    from kperf.gate.config import Thresholds
+    from kperf.site.series import series_class
 
-    gate = Thresholds.load(repo / "thresholds.json")
+    gate = Thresholds.load(project.of(repo).thresholds)
     return {name: series_class(name, gate)[0].name for name in sorted(names)}
 
 

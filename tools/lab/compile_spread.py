@@ -5,7 +5,7 @@
 
 Compiles one kernel ``-n`` times with empty caches in this process (after one untimed
 compile), the way the compile suites and the gate's compile blocks do
-(``benchmarks/_static.py`` ``cold_compile``), and prints each compile's wall and CPU
+(``kperf/suites/static.py`` ``cold_compile``), and prints each compile's wall and CPU
 seconds, their medians and coefficients of variation, and the host's load average: the
 evidence for judging compiles by CPU seconds on a shared host (docs/perf.md, "Compile
 time on a shared host").
@@ -30,11 +30,11 @@ def spread(values: list[float]) -> float:
 
 def measure(op: str, case: str | None, backend: str, target: str, dtype: str, n: int,
             toolchain: str | None) -> dict:
-    from harness.worker import register_package
+    from kperf.core.worker import register_package
 
     register_package(REPO / "benchmarks" / "__init__.py")
-    from benchmarks._cpu_suites import _CompileTime
-    from benchmarks._static import _kernel, cold_compile
+    from kperf.suites.cpu import _CompileTime
+    from kperf.suites.static import _kernel, cold_compile
 
     be, case_def, tgt = _kernel(op, case or _representative(op), backend, target)
     cold_compile(be, case_def, dtype, tgt, toolchain)  # untimed: the process's first

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.timing import Plan
+from kperf.core.timing import Plan
 
 SLOWDOWNS = (0.0, 0.01, 0.03, 0.05)
 SAMPLER_PERIOD_S = 0.05  # the measurement core's default
@@ -45,8 +45,8 @@ def _kernels(kind: str, slowdown: float):
 
 def sampler_pairs(calls, kind: str, pairs: int, device, source, rows: list[dict]) -> None:
     """``pairs`` adjacent measurements with and without the sampler, order alternating."""
-    from harness.telemetry import NullSource
-    from harness.timing import measure
+    from kperf.core.telemetry import NullSource
+    from kperf.core.timing import measure
 
     off = NullSource("A/B without sampler")
     for pair in range(pairs):
@@ -62,9 +62,9 @@ def sampler_pairs(calls, kind: str, pairs: int, device, source, rows: list[dict]
 
 def collect(rounds: int, out: Path, kinds: tuple[str, ...] = ("gemm", "copy"),
             sampler_only: bool = False, pairs_per_kernel: int | None = None) -> dict[str, Any]:
-    from harness.device import TorchDevice
-    from harness.telemetry import open_source
-    from harness.timing import measure
+    from kperf.core.device import TorchDevice
+    from kperf.core.telemetry import open_source
+    from kperf.core.timing import measure
 
     pairs_per_kernel = rounds if pairs_per_kernel is None else pairs_per_kernel
     device = TorchDevice(flush_bytes=100 << 20)

@@ -1,6 +1,6 @@
 """Evaluate a ``tools.lab.noise collect`` file: the trials' noise, the clock's relation to
 time, and the telemetry sampler's cost (paired A/B). The gate's own error rates under
-its sequential design are simulated in tools/gate/simulate.py.
+its sequential design are simulated in tools/lab/simulate.py.
 """
 
 from __future__ import annotations

@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tools.gate.asvio import ResultsFileError, read_results_file
+from kperf import project
+from kperf.gate.asvio import ResultsFileError, read_results_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -170,16 +171,16 @@ def table(by_case: dict[str, float], flag: float) -> str:
 def class_table(by_case: dict[str, float], repo: Path = REPO) -> str:
     """Per class and measure: cases, the spread (median |ratio - 1|), the largest, and how
     many the history's thresholds would flag."""
-    from tools.gate.asvio import asv_threshold, load_project_conf
-    from tools.gate.config import Thresholds
-    from tools.history.series import series_class
+    from kperf.gate.config import Thresholds
+    from kperf.site.series import series_class, threshold_of
+    from kperf.site.spreads import History
 
-    gate = Thresholds.load(repo / "thresholds.json")
-    table = load_project_conf(repo / "asv.conf.json").get("regressions_thresholds") or {}
+    proj = project.of(repo)
+    gate, history = Thresholds.load(proj.thresholds), History.load(proj.history_thresholds)
     groups: dict[tuple[str, str], list[tuple[float, bool]]] = {}
     for name, ratio in by_case.items():
         klass, energy = series_class(name, gate)
-        flagged = ratio - 1.0 > asv_threshold(table, name)  # asv flags a rise only
+        flagged = ratio - 1.0 > threshold_of(name, gate, history)  # asv flags a rise only
         groups.setdefault((klass.name, "energy" if energy else "time"), []).append(
             (abs(ratio - 1.0), flagged))
     lines = ["| class | measure | cases | spread: median \\|ratio - 1\\| | largest | "

@@ -1,7 +1,7 @@
 """A stand-in for ``python -m asv`` in the fault tests (tests/test_faults.py).
 
 Put ``tests/fake_asv`` first on PYTHONPATH. ``run`` reads the HASHFILE like asv, writes a
-per-sample record through the real harness.record and a results file; ``publish`` writes
+per-sample record through the real kperf.core.record and a results file; ``publish`` writes
 ``index.json`` and ``index.html`` where ``--html-dir`` says. ``FAKE_ASV_RUN`` /
 ``FAKE_ASV_PUBLISH`` choose what happens next:
 ``ok`` (exit 0), ``fail`` (exit 2), ``kill`` (SIGKILL itself), ``sleep`` (print READY and
@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from harness.record import atomic_write_json, write_record  # noqa: E402
+from kperf.core.record import atomic_write_json, write_record  # noqa: E402
 
 args = sys.argv[1:]
 command = next(a for a in args if a in ("run", "publish", "machine"))
@@ -40,7 +40,7 @@ if command == "run":
     atomic_write_json(root / ".asv" / "results" / machine / f"{commit[:8]}-fake-env.json",
                       {"commit_hash": commit, "results": {}})
     if os.environ.get("FAKE_ASV_WORKER"):  # a benchmark's measurement worker, left running
-        from harness.worker import WorkerClient, WorkerSpec
+        from kperf.core.worker import WorkerClient, WorkerSpec
 
         handler = f"{REPO / 'tests' / '_worker_handlers.py'}:handle"
         client = WorkerClient(WorkerSpec(handler=handler, sys_path=tuple(sys.path)))
@@ -49,7 +49,7 @@ if command == "run":
         (root / "worker.pid").write_text(pid_file.read_text())
         (root / "worker-dir").write_text(str(client.dir))
 elif command == "publish":
-    # asv publish writes its site where --html-dir says (tools/site/publish.py builds beside
+    # asv publish writes its site where --html-dir says (kperf/site/publish.py builds beside
     # the live one and swaps it in), relative to the config's folder
     html = Path(args[args.index("--html-dir") + 1]) if "--html-dir" in args else Path("html")
     html = html if html.is_absolute() else root / html

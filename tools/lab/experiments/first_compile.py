@@ -21,22 +21,22 @@ import triton  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
-from benchmarks import _cpu_suites
-from kernels.registry import get_op
-from kernels.targets import get_target
+from kperf.ops.registry import get_op
+from kperf.ops.targets import get_target
+from kperf.suites import cpu
 
 CASES = {"gemm": "square-4096", "attention": "llama3-8b.prefill-4k", "rmsnorm": "llama3-8b.hidden"}
 
 
-def compile_suite(op_name: str, target: str, backend: str) -> _cpu_suites._CompileTime:
-    suite = _cpu_suites._CompileTime()
+def compile_suite(op_name: str, target: str, backend: str) -> cpu._CompileTime:
+    suite = cpu._CompileTime()
     op = get_op(op_name)
     suite.case_def, suite.be = op.case(CASES[op_name]), op.backend(backend, CASES[op_name])
     suite.target = get_target(target)
     return suite
 
 
-def cold_seconds(suite: _cpu_suites._CompileTime) -> float:
+def cold_seconds(suite: cpu._CompileTime) -> float:
     return suite._compile_cold(suite.be, suite.case_def, "fp16")[0]
 
 

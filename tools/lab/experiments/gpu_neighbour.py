@@ -10,7 +10,7 @@ large matmuls (bf16, 8192 x 8192) with 1-3 s of rest between them, at random, un
 killed; ``DIR/ready`` appears once its context exists and its first burst ran, and
 ``DIR/bursts.jsonl`` has each burst's start and end (time.time()).
 ``cost``: this process takes a CUDA context too (so NVML lists it), then times each of
-NVML's process lists and a whole look (harness/telemetry/processes.py ``time_looks``), and
+NVML's process lists and a whole look (kperf/core/telemetry/processes.py ``time_looks``), and
 says what the look saw (whether this process is among the listed pids: the namespace check).
 ``check``: the done-when of issue 45 from two gate reports (gate.json and gate.md of each
 folder): with the neighbour the report names it (pid and name) and has no SLOW or FAST;
@@ -72,8 +72,8 @@ def cost(path: Path, count: int = 200) -> None:
     import pynvml
     import torch
 
-    from harness.telemetry.nvml import PROCESS_LISTS, NvmlSource
-    from harness.telemetry.processes import ProcFs, time_looks
+    from kperf.core.telemetry.nvml import PROCESS_LISTS, NvmlSource
+    from kperf.core.telemetry.processes import ProcFs, time_looks
 
     torch.ones(1, device="cuda").sum().item()  # a context: NVML lists this process now
     source = NvmlSource(0)

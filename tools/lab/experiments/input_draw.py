@@ -11,7 +11,7 @@ import time
 
 import torch
 
-from kernels.registry import get_op, op_names
+from kperf.ops.registry import get_op, op_names
 
 
 def seconds(op, case, dtype: str, device: str, repeats: int = 3) -> float:

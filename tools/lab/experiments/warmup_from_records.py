@@ -5,7 +5,7 @@ its warm-up trace since 2026-12-02):
 
 A warm-up trace and the timed trials that follow it are one run of equal trials, so the
 trace answers what an earlier stop would have measured: for each ``cap_settle_s`` given
-(``harness.timing.Plan``'s rule, replayed on the trace by the harness's own functions),
+(``kperf.core.timing.Plan``'s rule, replayed on the trace by the harness's own functions),
 where the warm-up would have ended, and the median of the ten trials from there against
 the median the run kept. Printed per rule: warm-up saved, |shift| of the median (median,
 90th percentile, largest) and its signed mean (a bias would show there); and, for scale,
@@ -20,8 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.timing import Plan
-from harness.warmup import _at_cap, _cap_wait_s, _settled
+from kperf.core.timing import Plan
+from kperf.core.warmup import _at_cap, _cap_wait_s, _settled
 
 
 def stop_index(trace: Sequence[dict], limit_w: float, plan: Plan) -> int | None:

@@ -1,0 +1,5 @@
+import sys
+
+from kperf.gate.cli import main
+
+sys.exit(main())

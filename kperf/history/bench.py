@@ -1,0 +1,227 @@
+"""The main job: benchmark the current commit (or a range) and publish the site.
+
+    kperf run                 # HEAD, all suites this machine can run
+    kperf run --range A..B    # every commit of a range
+    kperf run -b GemmTime     # a subset (asv -b regex)
+    kperf run --baseline every   # time torch at every commit, not only when
+                                          # what its timing depends on changed
+    kperf run --compile every    # time the cold compiles at every commit, not
+                                          # only when an op's kernels or compilers changed
+    kperf run --range A..B --kernels changed   # time a TileLang or Triton
+                                          # case only at commits where what its timing
+                                          # depends on changed (default: every commit)
+
+Without a GPU it runs the CPU-side suites (compile times and gfx942/sm_90a static
+figures) and says so. Results go to .asv/results, per-sample records to .asv/records,
+and the site to html/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kperf import machine as machine_tool
+from kperf import project
+from kperf.core.worker import run_workers
+from kperf.history.asvrun import asv_env, default_benches, run_and_publish, write_hashfile
+from kperf.machine import has_gpu
+
+BASELINE = "torch"  # the backend every op's baseline is (kperf.ops.op.OpDef.baseline)
+
+
+class Terminated(BaseException):
+    """SIGTERM (``timeout``, a CI cancel, a device call's limit) raised in the main thread,
+    so that the run's ``with`` blocks end as on Ctrl-C: its workers stopped, its hash file
+    removed. Python's own SIGTERM ends the process without them, and a cut run's worker
+    then held 31 GiB of an H200 for its idle time, failing the next step's allocations
+    (vm-nvidia-h200-f42b2886, 2026-12-04, docs/journal/2026-12-04.md "Night of 2026-12-04")."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the clean-up
+    raise Terminated
+
+
+def commits(range_spec: str | None, repo: Path) -> list[str]:
+    if not range_spec:
+        return [subprocess.check_output(["git", "rev-parse", "HEAD"], cwd=repo, text=True).strip()]
+    out = subprocess.check_output(["git", "rev-list", "--reverse", range_spec], cwd=repo, text=True)
+    return out.split()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--range", help="git revision range (default: HEAD only)")
+    parser.add_argument("-b", "--bench", action="append", help="asv benchmark regex")
+    parser.add_argument("--machine", help="machine name (default: derived from host and GPU)")
+    parser.add_argument("--no-publish", action="store_true")
+    parser.add_argument(
+        "--baseline", choices=("changed", "every"), default="changed",
+        help="when to time each op's torch baseline: at a commit where its code, the "
+             "measuring code, torch or the GPU changed since it was last timed on this "
+             "machine (default), or at every commit")
+    parser.add_argument(
+        "--compile", choices=("changed", "every"), default="changed",
+        help="when to time each op's cold compiles (the <Op>Compile suites): at a commit "
+             "where its kernel sources, its compilers or the timing code changed since "
+             "they were last timed on this machine (default), or at every commit")
+    parser.add_argument(
+        "--kernels", choices=("every", "changed"), default="every",
+        help="when to time each TileLang and Triton case: at every commit (default), or "
+             "only where its kernel code, compilers, measuring code, stack, plan or GPU "
+             "changed since it was last timed on this machine (a long range of commits)")
+    args = parser.parse_args(argv)
+    repo = project.find().root
+
+    gpu = has_gpu()
+    info = machine_tool.describe(args.machine)
+    machine_tool.write_machine_file(info)
+    benches = args.bench or default_benches(gpu)
+    if gpu:
+        print(f"GPU: {info['gpu']} ({info['gpu_arch']}); machine {info['machine']!r}")
+    else:
+        print("No GPU found: running only the CPU-side benchmarks (compile times and "
+              "gfx942 / sm_90a static figures). GPU timings need a CUDA or ROCm GPU.")
+    env = {**asv_env(info["machine"], cpu_only=not gpu), "KPERF_BASELINE": args.baseline,
+           "KPERF_COMPILE": args.compile, "KPERF_KERNELS": args.kernels}
+
+    shas = commits(args.range, repo)
+    started, started_at = time.monotonic(), time.time()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        # the run's measurement workers in a folder of its own, stopped when it ends
+        with write_hashfile(shas) as hashfile, run_workers() as workers:
+            env["KPERF_WORKER_DIR"] = str(workers)
+            run_args = ["run", "--machine", info["machine"], "--record-samples",
+                        "--show-stderr", f"HASHFILE:{hashfile}"]
+            for regex in benches:
+                run_args += ["-b", regex]
+            code = run_and_publish(run_args, env, repo, [], repo / "html",
+                                   repo / ".asv" / "records", publish=not args.no_publish)
+    except Terminated:
+        print("kperf: cut off by SIGTERM: the run's measurement workers stopped; nothing "
+              "published; what it measured is in .asv/records (asv keeps no results of a "
+              "cut run)", file=sys.stderr)
+        measured = trials_summary(repo / ".asv" / "records", since=started_at)
+        if measured:
+            print(measured, file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(summary(repo / ".asv" / "results" / info["machine"], shas,
+                  time.monotonic() - started, since=started_at, regexes=benches,
+                  kernels=args.kernels))
+    trials = trials_summary(repo / ".asv" / "records", since=started_at)
+    if trials:
+        print(trials)
+    return code
+
+
+def trials_summary(records: Path, since: float = 0.0) -> str:
+    """How many trials the run's measurements took and why they stopped (kperf/core/timing.py,
+    adaptive trials), and their warm-ups (kperf/core/warmup.py), from the records written at
+    or after ``since`` ('' if none)."""
+    taken: list[int] = []
+    stops: dict[str, int] = {}
+    warmups_s: list[float] = []
+    cool = retaken = 0
+    for path in records.rglob("*.json") if records.is_dir() else []:
+        if path.stat().st_mtime < since:  # an earlier run's: not read at all
+            continue
+        try:
+            m = json.loads(path.read_text()).get("measurement") or {}
+        except (OSError, json.JSONDecodeError):
+            continue  # the site's telemetry page names unreadable records
+        if not m.get("samples"):
+            continue
+        taken.append(len(m["samples"]))
+        retaken += int(m.get("trials_retaken") or 0)
+        stop = m.get("trials_stop", "fixed")
+        stops[stop] = stops.get(stop, 0) + 1
+        if isinstance(m.get("warmup_s"), int | float):
+            warmups_s.append(m["warmup_s"])
+            cool += bool(m.get("warmup_cool"))
+    if not taken:
+        return ""
+    why = ", ".join(f"{n} {stop}" for stop, n in sorted(stops.items(), key=lambda kv: -kv[1]))
+    warm = (f"; warm-ups: median {statistics.median(warmups_s):.2f} s, {cool} of "
+            f"{len(warmups_s)} ended far from the power cap" if warmups_s else "")
+    again = (f"; {retaken} taken again, the host behind the GPU (kperf/core/timing.py)"
+             if retaken else "")
+    return (f"kperf: trials: {len(taken)} measurements, median {statistics.median(taken):g} "
+            f"({min(taken)}-{max(taken)}), {sum(taken)} in all{again}; stopped: {why}{warm}")
+
+
+def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
+            regexes: list[str] | None = None, kernels: str = "every") -> str:
+    """What the run did: cases by outcome, the wall time, the time a case took.
+
+    asv merges a run into the commit's results file, so only the cases of benchmarks
+    that started at or after ``since`` (epoch seconds) and that ``regexes`` (asv's -b)
+    select are this run's. ``kernels``: the run's --kernels; under "changed" a skipped
+    TileLang or Triton time or energy case is counted as one timed elsewhere (its skip
+    reason is not in the results file)."""
+    from kperf.gate.asvio import ResultsFileError, read_results_file, selected
+
+    counts = {"ok": 0, "failed": 0, "skipped": 0}
+    baselines_skipped = compiles_skipped = kernels_skipped = 0
+    for sha in shas:
+        for path in sorted(results.glob(f"{sha[:8]}-*.json")):
+            try:
+                _, cases = read_results_file(path)
+                started = benchmarks_started(path, since)
+            except ResultsFileError as err:
+                return f"kperf: the run's results are unreadable: {err}"
+            for name, block in cases.items():
+                if name.split("(", 1)[0] in started and selected(name, regexes or []):
+                    counts[block.status] += 1
+                    skipped = block.status == "skipped"
+                    baselines_skipped += skipped and name.endswith(f", '{BASELINE}')")
+                    compiles_skipped += skipped and ".track_compile(" in name
+                    kernels_skipped += (skipped and kernels == "changed"
+                                        and _timed_kernel(name))
+    run = counts["ok"] + counts["failed"]
+    per_case = f"; {wall_s / run:.1f} s a case run" if run else ""
+    unchanged = [f"{n} {what}" for n, what in (
+        (baselines_skipped, f"the {BASELINE} baseline (--baseline every)"),
+        (compiles_skipped, "cold compiles (--compile every)"),
+        (kernels_skipped, "TileLang or Triton cases (--kernels every)")) if n]
+    unchanged_note = (f" ({' and '.join(unchanged)}: timed only where they changed)"
+                      if unchanged else "")
+    return (f"kperf: {sum(counts.values())} cases over {len(shas)} commit(s): "
+            f"{counts['ok']} ok, {counts['failed']} failed, {counts['skipped']} skipped"
+            f"{unchanged_note}; "
+            f"wall {wall_s / 60:.1f} min{per_case} (asv, its environments and the site)")
+
+
+def _timed_kernel(name: str) -> bool:
+    """A TileLang or Triton case of a time or energy suite (the --kernels policy's)."""
+    timed = ".track_time(" in name or ".track_energy(" in name
+    return timed and not name.endswith(f", '{BASELINE}')")
+
+
+def benchmarks_started(path: Path, since: float) -> set[str]:
+    """The benchmarks of an asv results file that started at or after ``since``."""
+    from kperf.gate.asvio import ResultsFileError
+
+    try:
+        results = json.loads(path.read_text())
+        if not since:
+            return set(results["results"])
+        column = results["result_columns"].index("started_at")
+        return {name for name, row in results["results"].items()
+                if len(row) > column and row[column] is not None
+                and row[column] >= since * 1000.0}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ResultsFileError(path, f"no start times: {err}") from err
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from tools.gate.cli import main
-
-sys.exit(main())
