@@ -272,13 +272,16 @@ def energy_name(time_benchmark: str) -> str:
 
 def step_commits(repo: Path, n: int) -> list[str]:
     """A repository of ``n`` commits on main holding this checkout's asv.conf.json and
-    thresholds.json: what publishing reads besides .asv."""
+    kperf.toml, and its ops and benchmarks (links): what publishing reads besides .asv (the
+    series' classes and thresholds come from the ops and the benchmarks)."""
     from tests.conftest import REPO
 
     repo.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    for name in ("asv.conf.json", "thresholds.json"):
+    for name in ("asv.conf.json", "kperf.toml"):
         (repo / name).write_bytes((REPO / name).read_bytes())
+    for name in ("kernels", "benchmarks"):
+        (repo / name).symlink_to(REPO / name)
     git(repo, "remote", "add", "origin", "https://github.com/kperf-example/kperf.git")
     commits = []
     for i in range(n):

@@ -135,7 +135,7 @@ def test_matrix_config_adds_pins_and_moves_results(tmp_path: Path) -> None:
     assert out["results_dir"] == str(tmp_path / "results")
     assert out["html_dir"] == str(tmp_path / "html")
     assert out["pythons"] == ["3.11"]
-    assert all(str(REPO) in c for c in out["install_command"] if "asv_stack_site" in c)
+    assert any("-m kperf.stacks.asv_stack_site" in c for c in out["install_command"])
     with pytest.raises(matrix.MatrixError, match="asv_runner"):
         matrix.matrix_config(conf, REPO, tmp_path, {"pip+asv_runner": ["0.3.1"]}, [], "3.11")
 

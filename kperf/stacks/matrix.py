@@ -44,7 +44,7 @@ from kperf.config import ConfigError, parse_json, validate
 from kperf.core import hip
 from kperf.gate.asvio import derived_config, load_project_conf
 from kperf.history import asvrun
-from kperf.history.asvrun import CPU_SUITES, asv_env, write_hashfile
+from kperf.history.asvrun import CPU_SUITES, asv_env, link_dir, write_hashfile
 from kperf.paths import PathError, inside
 from kperf.stacks import rocm_toolchain
 
@@ -107,7 +107,8 @@ def probe_sites(python: str) -> dict[str, Any]:
 def stack_env(machine: str, sites: dict[str, Any], stack_python: str, repo: Path,
               cpu_only: bool, record_dir: Path) -> dict[str, str]:
     env = asv_env(machine, repo, cpu_only=cpu_only)
-    joined = os.pathsep.join(sites["dirs"])
+    # kperf itself first (the instrument, the same under every stack), then the stack
+    joined = os.pathsep.join([str(link_dir(project.of(repo))), *sites["dirs"]])
     env["KPERF_STACK_SITE"] = joined
     env["ASV_PYTHONPATH"] = joined
     env["KPERF_RECORD_DIR"] = str(record_dir)
