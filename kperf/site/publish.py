@@ -198,7 +198,8 @@ def series_thresholds(repo: Path) -> tuple[dict[str, float], str]:
 def publish_config(conf: dict[str, Any], conf_dir: Path, out: Path,
                    thresholds: dict[str, float]) -> Path:
     """The project's asv config as ``asv publish`` reads it here: every path absolute, and
-    the series' thresholds added to any the config names itself."""
+    the series' thresholds, unless the config names its own (a project's choice, used as
+    it stands: asv takes the largest threshold that matches, so the two would not mix)."""
     made = dict(conf)
     repo_url = str(conf.get("repo", "."))
     if "://" not in repo_url:
@@ -206,7 +207,7 @@ def publish_config(conf: dict[str, Any], conf_dir: Path, out: Path,
     for key, default in (("env_dir", "env"), ("benchmark_dir", "benchmarks"),
                          ("results_dir", "results"), ("html_dir", "html")):
         made[key] = str((conf_dir / conf.get(key, default)).resolve())
-    made["regressions_thresholds"] = {**thresholds, **(conf.get("regressions_thresholds") or {})}
+    made["regressions_thresholds"] = conf.get("regressions_thresholds") or thresholds
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(made, indent=1))
     return out
