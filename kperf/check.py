@@ -53,6 +53,9 @@ def write_bench_file(proj: project.Project, name: str, doc: str = "") -> str:
 
     proj.use_working_tree()
     path = proj.root / "benchmarks" / f"bench_{name}.py"
+    if not doc and not path.is_file():  # a new op's file: its package's own first line
+        doc = (importlib.import_module(f"{proj.ops}.{name}").__doc__ or "").strip()
+        doc = doc.split("\n\n")[0].replace("\n", " ")
     spec = benchfile.spec_of_op(get_op(name, proj.ops), doc)
     if path.is_file():
         if "benchmarks" not in sys.modules:

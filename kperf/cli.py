@@ -43,7 +43,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "stacks": ("kperf.stacks.matrix", "the same commit under other Triton / TileLang / ROCm "
                                       "releases (asv's matrix)"),
     "compare-stacks": ("kperf.stacks.stackcmp", "judge two stacks' results like a PR"),
-    "toolchain": ("kperf.stacks.rocm_toolchain", "fetch and check the pinned gfx942 "
+    "toolchain": ("kperf.toolchains", "fetch and check the pinned gfx942 "
                                                  "toolchains"),
     "bundle": ("kperf.stacks.offline_bundle", "what an offline GPU runner needs, as one "
                                               "bundle"),

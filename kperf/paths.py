@@ -112,3 +112,14 @@ def kept_paths(repo: Path, conf: Mapping[str, object]) -> dict[str, Path]:
         "per-sample records": (repo / ".asv" / "records").resolve(),
         "site": (repo / str(conf.get("html_dir", "html"))).resolve(),
     }
+
+
+def sha256_of(path: Path) -> str:
+    """A file's sha256, read a MiB at a time (pinned wheels and packages are checked by it)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

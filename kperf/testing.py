@@ -33,7 +33,7 @@ def ops(root: Path | None = None) -> list[str]:
     """The ops of the project (its working tree), for a test's parameters."""
     from kperf.ops.registry import op_names
 
-    proj = project.find(root)
+    proj = project.of(root) if root else project.find()
     proj.use_working_tree()
     return op_names(proj.ops)
 
@@ -43,7 +43,7 @@ def problems(name: str, root: Path | None = None) -> list[str]:
     from kperf.gate.config import Thresholds
     from kperf.ops.registry import class_of, get_op
 
-    proj = project.find(root)
+    proj = project.of(root) if root else project.find()
     proj.use_working_tree()
     op = get_op(name, proj.ops)
     found: list[str] = []
@@ -105,7 +105,7 @@ def bench_problems(op: Any, proj: project.Project) -> list[str]:
 def interpret(name: str, root: Path | None = None, timeout_s: float = 1200) -> list[dict]:
     """The op's Triton backend under the interpreter at each test case, dtype and target,
     in a process of its own: ``[{"case", "dtype", "target", "ok", "error"?}]``."""
-    proj = project.find(root)
+    proj = project.of(root) if root else project.find()
     env = dict(os.environ, TRITON_INTERPRET="1", **project.environment(proj))
     env["PYTHONPATH"] = os.pathsep.join(
         [proj.import_path(), str(Path(__file__).resolve().parents[1]),
@@ -151,7 +151,7 @@ def codegen_cases(names: list[str], root: Path | None = None) -> list[tuple[str,
     from kperf.ops.registry import get_op
     from kperf.ops.targets import TARGETS
 
-    proj = project.find(root)
+    proj = project.of(root) if root else project.find()
     proj.use_working_tree()
     return [(name, backend, target) for name in names
             for backend in get_op(name, proj.ops).backends if backend in COMPILED
@@ -164,7 +164,10 @@ def codegen(name: str, backend: str, target: str) -> tuple[dict[str, Any], dict[
     from kperf.core import hip, static
     from kperf.ops.registry import get_op
     from kperf.ops.targets import TARGETS
+    from kperf.toolchains import ensure_hip_tree
 
+    if target.startswith("gfx"):
+        ensure_hip_tree()  # shipped with kperf: a project's first compile unpacks it
     op = get_op(name)
     case = op.cases[0]
     tgt = TARGETS[target]

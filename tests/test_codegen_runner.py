@@ -20,7 +20,10 @@ from pathlib import Path
 import pytest
 
 from kperf.project import DEFAULTS
-from tests.test_gate_e2e import _commit, _git
+from tests._git import commit as _commit
+from tests._git import git as _git
+
+from .conftest import skip_without_every_target
 
 REPO = Path(__file__).resolve().parent.parent
 CHAINS = ("clang19", "llvm19")
@@ -120,12 +123,7 @@ def _build(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    from kperf.core.static import unavailable
-
-    missing = {f"{t}/{b}": why for t in ("gfx942", "sm_90a") for b in ("tilelang", "triton")
-               if (why := unavailable(t, b, "clang19"))}
-    if missing:
-        pytest.skip(f"this machine cannot build every target (tools/setup_env.sh): {missing}")
+    skip_without_every_target()
     root = tmp_path_factory.mktemp("codegen-runner")
     return {"root": root, "repo": root / "toy", **_build(root)}
 

@@ -34,6 +34,8 @@ from pathlib import Path
 import pytest
 
 from kperf.project import DEFAULTS
+from tests._git import commit as _commit
+from tests._git import git as _git
 from tests.fake_amdsmi import fake_rocm
 
 REPO = Path(__file__).resolve().parent.parent
@@ -161,19 +163,6 @@ def handle(request):
     return {"measurement": m.as_record(), "samples": m.samples, "number": m.number,
             "measured_at": time.time(), "pid": os.getpid()}
 '''
-
-
-def _git(repo: Path, *args: str) -> str:
-    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t",
-               GIT_COMMITTER_EMAIL="t@e")
-    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
-def _commit(repo: Path, message: str) -> str:
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-q", "-m", message)
-    return _git(repo, "rev-parse", "HEAD")
 
 
 def _package(repo: Path, work: float = 100.0, watts: float = 0.40, regs: int = 64,

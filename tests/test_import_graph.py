@@ -9,14 +9,14 @@ edges: they are chosen at run time.
 
 Floors, bottom to top (``FLOORS``, docs/architecture.md): what every part of kperf shares
 (``kperf.project``, ``paths``, ``config``); the measurement core ``kperf.core`` (never the
-code under test, nor anything of kperf above it) beside the op contract ``kperf.ops``;
-the asv suites ``kperf.suites`` (the glue between the two) beside ``kperf.machine``
-(what this machine and its stack are); then the tools: the gate
-(its verdicts serve the site, the history and stack comparisons), the site, running the
-history, stacks (the history run across stacks), and kperf's commands at the top. Outside
-kperf: the code under test ``kernels`` (it may import only the op contract), the project's
-``benchmarks`` (only kperf's suites), the maintainers' ``tools`` (lab, mutation), and
-``tests`` above all.
+code under test, nor anything of kperf above it) beside the op contract ``kperf.ops``; the
+asv suites ``kperf.suites`` (the glue between the two) beside ``kperf.machine`` (what this
+machine and its stack are) and ``kperf.toolchains`` (the gfx942 compilers); then the
+tools: the gate (its verdicts serve the site, the history and stack comparisons), the
+site, running the history, stacks (the history run across stacks), and kperf's commands at
+the top. Outside kperf: the code under test ``kernels`` (it may import only the op
+contract), the project's ``benchmarks`` (only kperf's suites), the maintainers' ``tools``
+(lab, mutation), and ``tests`` above all.
 
 The size rule covers the folders in ``SIZE_CHECKED``.
 """
@@ -33,8 +33,8 @@ MAX_LINES = 450
 SIZE_CHECKED = ("kperf", "kernels", "benchmarks", "tools", "tests")
 # kperf's floors, bottom to top; a module of kperf not named here is a command (the top)
 FLOORS = (("kperf.project", "kperf.paths", "kperf.config"), ("kperf.core", "kperf.ops"),
-          ("kperf.suites", "kperf.machine"), ("kperf.gate",), ("kperf.site",), ("kperf.history",),
-          ("kperf.stacks",))
+          ("kperf.suites", "kperf.machine", "kperf.toolchains"), ("kperf.gate",),
+          ("kperf.site",), ("kperf.history",), ("kperf.stacks",))
 # what each top-level package may import of the repository (None: anything)
 MAY_IMPORT = {"kernels": ("kernels", "kperf.ops"), "benchmarks": ("benchmarks", "kperf.suites"),
               "kperf": ("kperf",), "tools": ("tools", "kperf"), "tests": None}

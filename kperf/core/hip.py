@@ -12,7 +12,7 @@ On a ROCm machine TileLang hands its HIP source to hipcc. Here the same source g
   difference under ``rocm-<version>`` is that release's optimiser and code generator.
 
 Every toolchain uses the same HIP 6.4.3 headers and ROCm 6.0 device libraries (Debian's
-packages, carried in kperf/stacks/debian/ and unpacked by ``kperf.stacks.rocm_toolchain install``):
+packages, carried in kperf/toolchains/debian/ and unpacked by ``kperf.toolchains install``):
 a ROCm version here varies the compiler, not the headers. Triton brings its own LLVM and
 is not compiled by these toolchains.
 """

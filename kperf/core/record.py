@@ -10,6 +10,7 @@ of its own, and a reader matches them to asv's pooled samples.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -90,6 +91,20 @@ def atomic_write_json(path: Path, payload: dict[str, Any]) -> None:
         raise
 
 
+@functools.cache
+def instrument() -> str:
+    """The kperf that measured: its version and a digest of its code (every .py file of
+    the package), the same for every commit of a run and recorded with each result."""
+    from kperf import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
+    return f"kperf {__version__} {digest.hexdigest()[:12]}"
+
+
 def write_record(benchmark: str, params: dict[str, Any], payload: dict[str, Any],
                  root: Path | None = None) -> Path:
     path = record_path(benchmark, params, root)
@@ -100,6 +115,7 @@ def write_record(benchmark: str, params: dict[str, Any], payload: dict[str, Any]
         "machine": machine_name(),
         "commit": commit_id(),
         "env_name": os.environ.get("ASV_ENV_NAME"),
+        "kperf": instrument(),
         **payload,
     })
     return path

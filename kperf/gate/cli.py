@@ -195,7 +195,7 @@ def toolchains_of(args: argparse.Namespace) -> list[str]:
     for name in names:
         if name not in ("clang19", "llvm19") and not name.startswith("rocm-"):
             raise GateError(f"--rocm-toolchain {name!r}: not a toolchain (clang19, llvm19 or "
-                            f"rocm-<version>; kperf/stacks/rocm-toolchains.json)")
+                            f"rocm-<version>; kperf/toolchains/rocm-toolchains.json)")
     return names
 
 

@@ -40,7 +40,9 @@ def codegen_selection(toolchain: str | None = None) -> tuple[list[str], dict[str
     languages so: docs/journal/2026-12-06.md); the CPU codegen runner makes them all
     (docs/amd.md)."""
     from kperf.core.static import unavailable
+    from kperf.toolchains import ensure_hip_tree
 
+    ensure_hip_tree()  # shipped with kperf: unpacked where a project has none yet
     left_out = {f"{target}/{backend}": why for target in CODEGEN_TARGETS
                 for backend in CODEGEN_BACKENDS
                 if (why := unavailable(target, backend, toolchain))}

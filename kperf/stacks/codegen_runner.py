@@ -38,6 +38,7 @@ from typing import Any
 
 from kperf import machine as machine_tool
 from kperf import project
+from kperf import toolchains as rocm_toolchain
 from kperf.config import ConfigError
 from kperf.core import hip
 from kperf.gate import cli as gate_cli
@@ -45,7 +46,6 @@ from kperf.gate import report
 from kperf.gate.asvio import derived_config, load_project_conf
 from kperf.gate.errors import EXIT_GATE_ERROR
 from kperf.history import asvrun, records_archive
-from kperf.stacks import rocm_toolchain
 from kperf.stacks.matrix import MatrixError, prepare_toolchains
 
 DEFAULT_MACHINE = "ci-cpu-codegen"
@@ -54,7 +54,7 @@ LABEL = "cpu-codegen"
 
 def pinned_toolchains() -> list[str]:
     """clang19 (Debian's LLVM 19, the default) and every ROCm release pinned in
-    kperf/stacks/rocm-toolchains.json, oldest first."""
+    kperf/toolchains/rocm-toolchains.json, oldest first."""
     pins = rocm_toolchain.load_pins()
     return [hip.DEFAULT_TOOLCHAIN, *sorted(pins["rocm"], key=_version_key)]
 

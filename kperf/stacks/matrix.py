@@ -40,13 +40,13 @@ from typing import Any
 
 from kperf import machine as machine_tool
 from kperf import project
+from kperf import toolchains as rocm_toolchain
 from kperf.config import ConfigError, parse_json, validate
 from kperf.core import hip
 from kperf.gate.asvio import derived_config, load_project_conf
 from kperf.history import asvrun
 from kperf.history.asvrun import CPU_SUITES, asv_env, link_dir, write_hashfile
 from kperf.paths import PathError, inside
-from kperf.stacks import rocm_toolchain
 
 MATRIX_DIR = Path(".asv") / "matrix"
 
@@ -233,7 +233,7 @@ def run_and_publish(conf_path: Path, env: dict[str, str], args: argparse.Namespa
 
 def prepare_toolchains(names: Sequence[str]) -> list[str]:
     """The gfx942 toolchains named, each installed (a ROCm release's LLVM is fetched by its
-    pin in kperf/stacks/rocm-toolchains.json) and usable; the order given."""
+    pin in kperf/toolchains/rocm-toolchains.json) and usable; the order given."""
     if len(set(names)) != len(names):
         raise MatrixError(f"--rocm-toolchain: a toolchain is listed twice: {list(names)}")
     try:
@@ -355,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     pip.add_argument("--tilelang", nargs="+", metavar="VERSION")
     pip.add_argument("--rocm-toolchain", nargs="+", metavar="NAME",
                      help="gfx942 toolchains for TileLang's HIP source: clang19, llvm19, "
-                          "rocm-<version> (kperf/stacks/rocm-toolchains.json)")
+                          "rocm-<version> (kperf/toolchains/rocm-toolchains.json)")
     pip.add_argument("--out", type=Path, help=f"results, site and config (default {MATRIX_DIR})")
     sub.add_parser("sites", parents=[common], help="print the stack's site dirs and name")
     return parser

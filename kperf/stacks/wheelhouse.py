@@ -19,7 +19,6 @@ tools/offline_env.sh does (docs/stacks.md).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kperf.config import ConfigError, load_json
-from kperf.paths import SCRATCH_MARKER, PathError, inside
+from kperf.paths import SCRATCH_MARKER, PathError, inside, sha256_of
 
 MANIFEST_SCHEMA = "kperf-wheelhouse-1"
 BLOCK = 512
@@ -84,14 +83,6 @@ def read_requirements(path: Path) -> list[str]:
 
 
 # --------------------------------------------------------------------------- splitting
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def member_cost(size: int) -> int:

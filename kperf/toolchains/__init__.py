@@ -4,12 +4,13 @@
     kperf toolchain fetch rocm-7.2.2 ...  # a ROCm release's LLVM (PyPI)
     kperf toolchain list
 
-``install`` unpacks the Debian packages carried in kperf/stacks/debian/ (each checked against
-its pinned sha256) into ``.cache/rocm-toolchain/hip``; clang-19, lld-19 and llvm-19 come
-from apt (tools/setup_env.sh). ``fetch`` downloads a rocm-llvm-python wheel with pip,
+``install`` unpacks the Debian packages carried in kperf/toolchains/debian/ (each checked
+against its pinned sha256) into the project's ``.cache/rocm-toolchain/hip`` (the tools do
+it themselves where it is missing: ``ensure_hip_tree``); clang-19, lld-19 and llvm-19
+come from apt (tools/setup_env.sh). ``fetch`` downloads a rocm-llvm-python wheel with pip,
 checks its pinned sha256 and keeps only its librocmllvm.so, in
-``.cache/rocm-toolchain/<name>``. Pins: kperf/stacks/rocm-toolchains.json; how the pieces are used:
-kperf/core/hip.py and docs/amd.md.
+``.cache/rocm-toolchain/<name>``. Pins: kperf/toolchains/rocm-toolchains.json; how the
+pieces are used: kperf/core/hip.py and docs/amd.md.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 
 from kperf.config import ConfigError, load_json
 from kperf.core.hip import toolchain_root
-from kperf.stacks.wheelhouse import sha256_of
+from kperf.paths import sha256_of
 
 HERE = Path(__file__).resolve().parent
 PINS = HERE / "rocm-toolchains.json"
@@ -119,6 +120,16 @@ def install_hip_tree(pins: dict[str, Any], root: Path) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return tree
+
+
+def ensure_hip_tree() -> str:
+    """The HIP headers and device libraries unpacked where the toolchain lives, if they are
+    not (they come with kperf: no download); '' or why they could not be."""
+    try:
+        install_hip_tree(load_pins(), toolchain_root())
+    except (ToolchainError, ConfigError, OSError) as err:
+        return str(err)
+    return ""
 
 
 def fetch_rocm(name: str, pins: dict[str, Any], root: Path) -> Path:

@@ -1,0 +1,25 @@
+"""kperf's checks of every op of this repository (``kperf init`` wrote this file): each
+op's declaration and its benchmark file in step, its Triton kernels under Triton's
+interpreter on the CPU against its reference, and both languages compiled for every
+target down to a device binary. A new op folder is covered by adding it."""
+
+import pytest
+
+from kperf import testing
+
+OPS = testing.ops()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_declared_and_in_step(op: str) -> None:
+    testing.assert_checked(op)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_triton_interpreter(op: str) -> None:
+    testing.assert_interprets(op)
+
+
+@pytest.mark.parametrize(("op", "backend", "target"), testing.codegen_cases(OPS))
+def test_codegen(op: str, backend: str, target: str) -> None:
+    testing.assert_compiles(op, backend, target)
