@@ -2,8 +2,8 @@
 
 from kperf.suites import op_suites
 
-(AttentionTime, AttentionEnergy, AttentionRegisters, AttentionScratch, AttentionSharedMem,
- AttentionOccupancy, AttentionCodeSize, AttentionCompile) = op_suites(
+(AttentionTime, AttentionEnergy, AttentionRegisters, AttentionScratch,
+ AttentionSharedMem, AttentionOccupancy, AttentionCodeSize, AttentionCompile) = op_suites(
     "attention", __name__, codegen_case="llama3-8b.prefill-4k",
     cases=["llama3-8b.prefill-1k", "llama3-8b.prefill-4k", "llama3-8b.prefill-16k",
         "llama3-70b.prefill-8k", "llama3.2-1b.prefill-8k", "llama2-7b.prefill-4k",

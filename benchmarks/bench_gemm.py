@@ -1,9 +1,9 @@
-"""GEMM: TileLang and Triton against torch.matmul."""
+"""GEMM: TileLang and Triton against torch.matmul (cuBLAS / hipBLASLt)."""
 
 from kperf.suites import op_suites
 
-(GemmTime, GemmEnergy, GemmRegisters, GemmScratch, GemmSharedMem, GemmOccupancy, GemmCodeSize,
- GemmCompile) = op_suites(
+(GemmTime, GemmEnergy, GemmRegisters, GemmScratch, GemmSharedMem, GemmOccupancy,
+ GemmCodeSize, GemmCompile) = op_suites(
     "gemm", __name__, codegen_case="square-4096",
     cases=["square-4096", "square-8192", "llama3-8b.qkv_proj", "llama3-8b.gate_up_proj",
         "llama3-8b.down_proj", "llama3-70b.qkv_proj", "llama3-70b.down_proj",

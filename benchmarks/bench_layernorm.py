@@ -2,8 +2,8 @@
 
 from kperf.suites import op_suites
 
-(LayernormTime, LayernormEnergy, LayernormRegisters, LayernormScratch, LayernormSharedMem,
- LayernormOccupancy, LayernormCodeSize, LayernormCompile) = op_suites(
+(LayernormTime, LayernormEnergy, LayernormRegisters, LayernormScratch,
+ LayernormSharedMem, LayernormOccupancy, LayernormCodeSize, LayernormCompile) = op_suites(
     "layernorm", __name__, codegen_case="falcon-40b.hidden",
     cases=["falcon-40b.hidden", "gpt-neox-20b.hidden", "bert-large.hidden",
         "vit-h14.hidden"],

@@ -46,7 +46,7 @@ def spec_of_op(op: Any, doc: str = "") -> BenchSpec:
 def render(spec: BenchSpec) -> str:
     """The text of ``benchmarks/bench_<op>.py``."""
     names = suite_names(spec.op)
-    target = "(" + ", ".join(names) + ") = op_suites("
+    tail = ") = op_suites("
     args = [f'"{spec.op}", __name__, codegen_case="{spec.codegen_case}"',
             f"cases={_list(spec.cases)}", f"dtypes={_list(spec.dtypes)}",
             f"backends={_list(spec.backends)}"]
@@ -55,9 +55,8 @@ def render(spec: BenchSpec) -> str:
     call = ",\n".join(textwrap.fill(arg, WIDTH - 4, initial_indent="    ",
                                     subsequent_indent="        ", break_long_words=False,
                                     break_on_hyphens=False) for arg in args)
-    head = textwrap.fill(target, WIDTH, subsequent_indent=" ", break_on_hyphens=False)
-    if "\n" in head:
-        head = "(" + head[1:]
+    head = textwrap.fill(", ".join(names), WIDTH - len(tail), initial_indent="(",
+                         subsequent_indent=" ", break_on_hyphens=False) + tail
     doc = textwrap.fill(spec.doc, WIDTH - 6, break_on_hyphens=False)
     return (f'"""{doc}"""\n\nfrom kperf.suites import op_suites\n\n'
             f"{head}\n{call})\n")

@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_bench_file(proj: project.Project, name: str, doc: str = "") -> str:
-    """``benchmarks/bench_<name>.py`` written from the op's declaration; where the file
-    exists, its docstring and its codegen case (while still a case of the op) are kept:
-    the codegen series go on."""
+    """``benchmarks/bench_<name>.py`` written from the op's declaration, its docstring the
+    first paragraph of the op's own; where the file exists, its codegen case (while still
+    a case of the op) is kept: the codegen series go on."""
     import dataclasses
     import importlib
 
@@ -53,21 +53,26 @@ def write_bench_file(proj: project.Project, name: str, doc: str = "") -> str:
 
     proj.use_working_tree()
     path = proj.root / "benchmarks" / f"bench_{name}.py"
-    if not doc and not path.is_file():  # a new op's file: its package's own first line
+    if not doc:  # the op's own first paragraph
         doc = (importlib.import_module(f"{proj.ops}.{name}").__doc__ or "").strip()
-        doc = doc.split("\n\n")[0].replace("\n", " ")
-    spec = benchfile.spec_of_op(get_op(name, proj.ops), doc)
+        doc = " ".join(doc.split("\n\n")[0].split())
+    spec = benchfile.spec_of_op(get_op(name, proj.ops), " ".join(doc.split()))
     if path.is_file():
         if "benchmarks" not in sys.modules:
             register_package(proj.root / "benchmarks" / "__init__.py")
-        old = benchfile.read(importlib.import_module(f"benchmarks.bench_{name}"))
-        if old is not None:
-            keep = {"doc": doc or old.doc or spec.doc}
-            if old.codegen_case in spec.cases:
-                keep.update(codegen_case=old.codegen_case, codegen_dtypes=old.codegen_dtypes)
-            spec = dataclasses.replace(spec, **keep)
+        try:
+            old = benchfile.read(importlib.import_module(f"benchmarks.bench_{name}"))
+        except Exception as err:
+            print(f"kperf check: {path.name} does not import ({type(err).__name__}: {err}); "
+                  f"written from the op", file=sys.stderr)
+            old = None
+        if old is not None and old.codegen_case in spec.cases:  # its codegen series go on
+            spec = dataclasses.replace(spec, codegen_case=old.codegen_case,
+                                       codegen_dtypes=old.codegen_dtypes)
     path.parent.mkdir(exist_ok=True)
     path.write_text(benchfile.render(spec))
+    sys.modules.pop(f"benchmarks.bench_{name}", None)  # read again as written
+    importlib.invalidate_caches()
     return str(path.relative_to(proj.root))
 
 

@@ -75,6 +75,18 @@ class Project:
             return self.root / self.measured[self.ops]
         return self.root / self.ops
 
+    @property
+    def git_repo(self) -> Path:
+        """The git repository whose commits are measured: asv.conf.json's ``repo`` (this
+        repository, or a library's clone that this one tracks)."""
+        try:
+            import json5
+
+            url = str(json5.loads(self.asv_conf.read_text()).get("repo", "."))
+        except (OSError, ValueError):
+            url = "."
+        return self.root if "://" in url else (self.root / url).resolve()
+
     def code_packages(self) -> list[str]:
         """Every package whose files make up what is measured: the measured packages and,
         where they are not among them, the ops."""

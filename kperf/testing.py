@@ -85,7 +85,10 @@ def bench_problems(op: Any, proj: project.Project) -> list[str]:
         return [f"no {path.relative_to(proj.root)}: `kperf check --write` writes it"]
     if "benchmarks" not in sys.modules:
         register_package(proj.root / "benchmarks" / "__init__.py")
-    module = importlib.import_module(f"benchmarks.bench_{op.name}")
+    try:
+        module = importlib.import_module(f"benchmarks.bench_{op.name}")
+    except Exception as err:
+        return [f"{path.name} does not import: {type(err).__name__}: {err}"]
     have = benchfile.read(module)
     if have is None:
         return [f"{path.name} makes no op's suites (op_suites)"]
@@ -174,6 +177,29 @@ def codegen(name: str, backend: str, target: str) -> tuple[dict[str, Any], dict[
     aot = op.backend(backend, case.name).aot(case, op.dtypes[0], tgt)
     artifacts = hip.with_code_object(aot, tgt.vendor, tgt.arch)
     return artifacts, static.figures(artifacts, tgt.vendor)
+
+
+def gpu_cases(names: list[str], root: Path | None = None) -> list[tuple[str, str]]:
+    """(op, backend) of every backend of every op, for a GPU test's params."""
+    from kperf.ops.registry import get_op
+
+    proj = project.of(root) if root else project.find()
+    proj.use_working_tree()
+    return [(name, backend) for name in names for backend in get_op(name, proj.ops).backends]
+
+
+def assert_correct_on_gpu(name: str, backend: str) -> None:
+    """The op's smallest case in each dtype, built on the visible GPU and checked against
+    its reference as the suites check it before timing (kperf/core/prepare.py)."""
+    from kperf.core.prepare import prepare
+    from kperf.ops.registry import get_op
+    from kperf.ops.targets import current_device_target
+
+    op = get_op(name)
+    case = min(op.cases, key=lambda c: sum(v for v in c.dims.values()))
+    for dtype in op.dtypes:
+        done = prepare(op, case.name, dtype, backend, current_device_target(), max_sets=2)
+        assert done.agreement.mismatched == 0, (name, backend, dtype)
 
 
 def assert_checked(name: str) -> None:

@@ -185,11 +185,14 @@ def synthetic_thresholds(path: Path | None = None):
     from kperf.gate.config import Rule, Thresholds
 
     th = Thresholds.load(path or DEFAULTS / "thresholds.json")
-    return dataclasses.replace(th, rules=(*th.rules, Rule(re.compile(SYNTHETIC), "compute")))
+    return dataclasses.replace(th, rules=(*th.rules, Rule(re.compile(synthetic()), "compute")))
 
 
-# the names of the gate tests' synthetic cases: not a real op's bench_<op>.<Op>Time cases
-SYNTHETIC = r"^(?!bench_(gemm|fp8_gemm|attention|softmax|rmsnorm|layernorm|swiglu)\.)"
+def synthetic() -> str:
+    """The names of the gate tests' synthetic cases: any but a real op's bench_<op>. case."""
+    from kperf import testing
+
+    return rf"^(?!bench_(?:{'|'.join(testing.ops(REPO))})\.)"
 
 
 @pytest.fixture
@@ -247,7 +250,7 @@ def synthetic_project(repo: Path) -> None:
     (repo / "toyops").mkdir(exist_ok=True)
     (repo / "toyops" / "__init__.py").write_text("")
     raw = json.loads((DEFAULTS / "thresholds.json").read_text())
-    raw["rules"].append({"match": SYNTHETIC, "class": "compute"})
+    raw["rules"].append({"match": synthetic(), "class": "compute"})
     (repo / "thresholds.json").write_text(json.dumps(raw, indent=1))
 
 

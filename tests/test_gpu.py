@@ -6,6 +6,8 @@ import statistics
 
 import pytest
 
+from kperf import testing
+
 pytestmark = pytest.mark.gpu
 
 
@@ -153,6 +155,13 @@ def test_gemm_is_correct_on_the_gpu(backend, dtype):
     for case in ("square-4096", "llama3-8b.gate_up_proj.decode16"):
         p = prepare(get_op("gemm"), case, dtype, backend, current_device_target())
         assert p.agreement.mismatched == 0
+
+
+@pytest.mark.parametrize(("op_name", "backend"), testing.gpu_cases(testing.ops()))
+def test_every_ops_backends_are_correct_on_the_gpu(op_name, backend):
+    """Each backend of each op (a new one included), its smallest case in each dtype,
+    checked against its reference on the GPU before anything times it."""
+    testing.assert_correct_on_gpu(op_name, backend)
 
 
 def test_telemetry_reads_the_gpu():

@@ -28,7 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-SKIPPED_FOLDERS = ("html", "__pycache__")  # and every hidden folder
+SKIPPED_FOLDERS = ("html", "__pycache__", "examples")  # and every hidden folder; examples/
+# holds projects of their own (a team's repository and its library), not this one
 MAX_LINES = 450
 SIZE_CHECKED = ("kperf", "kernels", "benchmarks", "tools", "tests")
 # kperf's floors, bottom to top; a module of kperf not named here is a command (the top)

@@ -152,18 +152,17 @@ def suite_cases(repo: Path) -> list[dict[str, Any]]:
 
 
 def gpu_present() -> bool:
-    if os.environ.get("KPERF_DEVICE") == "cpu":
-        return True
     from kperf.machine import has_gpu
 
-    return has_gpu()
+    return os.environ.get("KPERF_DEVICE") == "cpu" or has_gpu()
 
 
 def plan_run(args: argparse.Namespace, repo: Path, pr_dir: Path, th: Thresholds) -> GatePlan:
     conf = asvio.load_project_conf(args.config or repo / "asv.conf.json")
-    head = asvio.git(repo, "rev-parse", f"{args.head}^{{commit}}")
+    commits = project.of(repo).git_repo  # this repository, or the library it tracks
+    head = asvio.git(commits, "rev-parse", f"{args.head}^{{commit}}")
     main_branch = args.main_branch or (conf.get("branches") or ["main"])[0]
-    base, how = asvio.resolve_base(repo, head, args.base, main_branch)
+    base, how = asvio.resolve_base(commits, head, args.base, main_branch)
     gpu = gpu_present()
     every = suite_cases(repo)
     regexes = args.bench or (th.pr_regexes() if gpu else list(th.codegen_subset))

@@ -138,7 +138,7 @@ def build_side(repo: Path, sha: str, dest: Path) -> Path:
     make_scratch(dest, keep, "side folder", not_above=[repo])
     src, wheels = dest / "src", dest / "wheels"
     src.mkdir()
-    archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=repo,
+    archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=project.of(repo).git_repo,
                              capture_output=True)
     if archive.returncode != 0:
         raise GateError(f"git archive {sha[:12]}: {archive.stderr.decode().strip()}")

@@ -30,7 +30,13 @@ from pathlib import Path
 from kperf import machine as machine_tool
 from kperf import project
 from kperf.core.worker import run_workers
-from kperf.history.asvrun import asv_env, default_benches, run_and_publish, write_hashfile
+from kperf.history.asvrun import (
+    CPU_SUITES,
+    asv_env,
+    default_benches,
+    run_and_publish,
+    write_hashfile,
+)
 from kperf.machine import has_gpu
 
 BASELINE = "torch"  # the backend every op's baseline is (kperf.ops.op.OpDef.baseline)
@@ -83,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     gpu = has_gpu()
     info = machine_tool.describe(args.machine)
     machine_tool.write_machine_file(info)
-    benches = args.bench or default_benches(gpu)
+    benches = selection(args.bench, gpu)
     if gpu:
         print(f"GPU: {info['gpu']} ({info['gpu_arch']}); machine {info['machine']!r}")
     else:
@@ -92,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     env = {**asv_env(info["machine"], cpu_only=not gpu), "KPERF_BASELINE": args.baseline,
            "KPERF_COMPILE": args.compile, "KPERF_KERNELS": args.kernels}
 
-    shas = commits(args.range, repo)
+    shas = commits(args.range, project.find().git_repo)
+    for note in working_tree_notes(project.find(), shas[-1]):
+        print(f"kperf: {note}", flush=True)
     started, started_at = time.monotonic(), time.time()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
@@ -122,6 +130,58 @@ def main(argv: list[str] | None = None) -> int:
     if trials:
         print(trials)
     return code
+
+
+def selection(regexes: list[str] | None, gpu: bool) -> list[str]:
+    """asv's ``-b`` of the run: the user's, else this machine's default. Without a GPU a
+    user's regex keeps only its CPU-side cases (a ``-b`` replaces the selection, and the
+    timed cases would each fail for want of a GPU), and says what it left out."""
+    if not regexes:
+        return default_benches(gpu)
+    if gpu:
+        return regexes
+    print(f"kperf: no GPU here: -b {' -b '.join(regexes)} runs only its CPU-side cases "
+          f"(static figures and cold compiles); its timed cases (<Op>Time, <Op>Energy) are "
+          f"left to a machine with a GPU", flush=True)
+    return [rf"^(?=.*{CPU_SUITES})(?=.*(?:{r}))" for r in regexes]
+
+
+def working_tree_notes(proj: project.Project, sha: str) -> list[str]:
+    """What a run of commit ``sha`` (asv measures commits) will not see of the working
+    tree, and what it takes from it: uncommitted changes of the code under test, ops that
+    exist only in the working tree, and uncommitted benchmark files (asv reads those from
+    the working tree, whatever the commit)."""
+    root, short = proj.root, sha[:8]
+    code = [str((root / folder).relative_to(root)) for folder in proj.measured.values()]
+    if not proj.ops_measured:
+        code.append(str(proj.ops_dir.relative_to(root)))
+
+    def changed(*paths: str) -> list[str]:
+        out = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root,
+                             capture_output=True, text=True).stdout
+        return [line[3:] for line in out.splitlines() if line.strip()]
+
+    notes = []
+    edits = changed(*code)
+    if edits and proj.ops_measured:
+        notes.append(f"uncommitted changes of the code under test ({', '.join(edits[:5])}"
+                     f"{', ...' if len(edits) > 5 else ''}): asv measures commit {short} "
+                     f"without them; commit them to measure them")
+    benches = changed("benchmarks")
+    if benches:
+        notes.append(f"benchmarks/ is read from the working tree for every commit: its "
+                     f"uncommitted {', '.join(benches[:5])} are used")
+    if proj.ops_measured:
+        listed = subprocess.run(["git", "ls-tree", "-d", "--name-only", f"{sha}:"
+                                 f"{proj.ops_dir.relative_to(root).as_posix()}"], cwd=root,
+                                capture_output=True, text=True).stdout.split()
+        new = sorted(d.name for d in proj.ops_dir.iterdir()
+                     if (d / "__init__.py").is_file() and d.name not in listed)
+        if new:
+            notes.append(f"op(s) {', '.join(new)} exist only in the working tree, not in "
+                         f"commit {short}: their cases are skipped there ('does not exist at "
+                         f"this commit'); commit them to measure them")
+    return notes
 
 
 def trials_summary(records: Path, since: float = 0.0) -> str:
