@@ -311,7 +311,7 @@ def write_machine_file(info: dict[str, str], path: Path | None = None) -> Path:
 
 
 # --------------------------------------------------------------- one GPU of several
-# (kperf/history/shard.py: each GPU of a multi-GPU host is its own asv machine)
+# (docs/multi-gpu.md: each GPU of a multi-GPU host is its own asv machine)
 
 
 def host_name() -> str:

@@ -16,8 +16,8 @@ from kperf.project import DEFAULTS
 def test_every_schema_is_valid_draft_2020_12_and_loads() -> None:
     from jsonschema import Draft202012Validator
 
-    assert set(config.schema_names()) >= {"wheelhouse-manifest", "machine-file", "shardmap",
-                                          "shard-gate-plan", "site-probe", "stack-probe",
+    assert set(config.schema_names()) >= {"wheelhouse-manifest", "machine-file", "site-probe",
+                                          "stack-probe",
                                           "record"}
     for path in sorted(config.SCHEMA_DIR.glob("*.json")):
         Draft202012Validator.check_schema(json.loads(path.read_text()))

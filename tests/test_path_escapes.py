@@ -13,11 +13,9 @@ from pathlib import Path
 import pytest
 
 from kperf import machine as machine_tool
-from kperf.history import bisect, shard, shardmap, shardrun
-from kperf.history import gpus as host_gpus
+from kperf.history import bisect
 from kperf.paths import PathError, kept_paths, remove_scratch
 from kperf.stacks import matrix, stackcmp
-from tests.test_shard import _gpus, _plan
 
 from .conftest import synthetic_project
 
@@ -83,29 +81,6 @@ def test_full_disk_while_writing_the_machine_file(tmp_path: Path, monkeypatch) -
                                                           ".asv-machine.json.lock"]
 
 
-# ----------------------------------------------------------------- shards
-
-
-def test_shard_map_with_an_escaping_machine_is_refused(tmp_path: Path) -> None:
-    made, _ = _plan(_gpus(2), ["bench_a.T.track_time('x')"])
-    raw = made.to_json()
-    uuid = next(iter(raw["gpus"]))
-    raw["gpus"][uuid]["machine"] = ESCAPE
-    path = tmp_path / "box.shardmap"
-    path.write_text(json.dumps(raw))
-    with pytest.raises(host_gpus.ShardError, match=f"field /gpus/{uuid}/machine: '../../x'"):
-        shardmap.load_map(path)
-    path.write_text(json.dumps(made.to_json())[:-40])  # truncated by a full disk
-    with pytest.raises(host_gpus.ShardError, match="truncated or corrupt"):
-        shardmap.load_map(path)
-
-
-def test_results_link_stays_inside(tmp_path: Path) -> None:
-    with pytest.raises(PathError, match="not a plain name"):
-        shardrun.link_results(tmp_path / "shard" / "results", tmp_path / "results", ESCAPE)
-    assert _tree(tmp_path) == []
-
-
 def _git_repo(root: Path) -> Path:
     repo = root / "repo"
     repo.mkdir()
@@ -121,20 +96,6 @@ def _git_repo(root: Path) -> Path:
         (repo / kept).parent.mkdir(parents=True, exist_ok=True)
         (repo / kept).write_text("{}")
     return repo
-
-
-@pytest.mark.parametrize("pr_dir", [".asv/records", ".asv/records/m", "html", ".asv", ".",
-                                    ".asv/results/m"])
-def test_sharded_gate_never_deletes_results_records_site_or_repo(tmp_path: Path, pr_dir: str,
-                                                                 monkeypatch, capsys) -> None:
-    repo = _git_repo(tmp_path)
-    before = _tree(repo)
-    monkeypatch.setenv(host_gpus.FAKE_ENV, "GPU-a=Fake,GPU-b=Fake")
-    code = shard.main(["gate", "--repo", str(repo), "--pr-dir", str(repo / pr_dir),
-                       "--host", "box", "-b", "X"])
-    err = capsys.readouterr().err
-    assert code != 0 and "--pr-dir" in err, err
-    assert _tree(repo) == before, "a protected folder was touched"
 
 
 @pytest.mark.parametrize("html", [".asv/records", ".asv/records/m", ".asv", ".asv/results",

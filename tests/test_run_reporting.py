@@ -178,7 +178,7 @@ def _m(seconds: float) -> str:
 
 
 def test_every_asv_run_tells_the_suites_what_was_selected(tmp_path: Path, monkeypatch) -> None:
-    """kperf.history.bench, the stack matrix and the GPU shards all go through run_asv: the suites
+    """kperf.history.bench and the stack matrix both go through run_asv: the suites
     read the -b regexes from KPERF_BENCH_REGEX to compile ahead only what will run."""
     import subprocess
 

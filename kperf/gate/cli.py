@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_gate_options(parser: argparse.ArgumentParser) -> None:
-    """What to compare and how: shared with ``python -m kperf.history.shard gate``."""
+    """What to compare and how."""
     parser.add_argument("--thresholds", type=Path, help="default <repo>/thresholds.json")
     parser.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
     parser.add_argument("--base", help="base revision (default: merge-base of head and main)")
@@ -341,11 +341,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace,
-        make_plan: Callable[[argparse.Namespace, Path, Path, Thresholds], GatePlan],
-        gpu_column: bool = False) -> int:
+        make_plan: Callable[[argparse.Namespace, Path, Path, Thresholds], GatePlan]) -> int:
     """Guard the folders, plan (or resume, or only re-read), measure, decide, report; every
-    way out writes gate.md and gate.json, and a crash anywhere exits 4, naming where.
-    ``kperf.history.shard gate`` plans one lane per GPU."""
+    way out writes gate.md and gate.json, and a crash anywhere exits 4, naming where."""
     _interrupt_on_sigterm()
     repo = args.repo.resolve()
     pr_dir = (args.pr_dir or repo / ".asv" / "pr-results").resolve()
@@ -357,7 +355,7 @@ def run(args: argparse.Namespace,
         print(f"gate: {failure_message(err, pr_dir)}", file=sys.stderr)
         return EXIT_GATE_ERROR
     try:
-        return judge(args, make_plan, repo, pr_dir, out_dir, gpu_column)
+        return judge(args, make_plan, repo, pr_dir, out_dir)
     except KeyboardInterrupt:
         return fail(out_dir, "interrupted; --resume goes on from what was measured",
                     EXIT_GATE_ERROR, args.label)
@@ -368,7 +366,7 @@ def run(args: argparse.Namespace,
 
 def judge(args: argparse.Namespace,
           make_plan: Callable[[argparse.Namespace, Path, Path, Thresholds], GatePlan],
-          repo: Path, pr_dir: Path, out_dir: Path, gpu_column: bool) -> int:
+          repo: Path, pr_dir: Path, out_dir: Path) -> int:
     """The gate's work between its folders' guard and its exit: its exit code."""
     th = replace(Thresholds.load(args.thresholds or project.load(repo).thresholds),
                  declared=working_tree_declarations(repo))  # ops' classes, PR subset
@@ -385,8 +383,8 @@ def judge(args: argparse.Namespace,
     code = exit_code(verdicts)
     rows = BlockLog(pr_dir / "blocks.jsonl").read()
     found = codegen.kernels(state.get("cases") or [], rows, verdicts)
-    write_report(out_dir, verdicts, code, info_of(state, verdicts, th), state["lanes"]
-                 if gpu_column else None, args.max_rows, found, state.get("not_here") or {})
+    write_report(out_dir, verdicts, code, info_of(state, verdicts, th), args.max_rows, found,
+                 state.get("not_here") or {})
     return code
 
 
@@ -408,23 +406,15 @@ def failure_message(err: BaseException, pr_dir: Path) -> str:
 
 
 def write_report(out_dir: Path, verdicts: list[Verdict], code: int, info: dict[str, Any],
-                 lanes: list[dict[str, Any]] | None, max_rows: int,
-                 found: Sequence[codegen.Kernel] = (),
+                 max_rows: int, found: Sequence[codegen.Kernel] = (),
                  not_here: dict[str, str] | None = None) -> None:
-    """gate.md and gate.json; with ``lanes``, which GPU judged each case; with ``found``
-    (the kernels of the codegen cases), the generated code's section."""
-    gpus = {name: lane["label"] for lane in lanes or [] for name in lane["cases"]}
-    text = report.markdown(verdicts, code, info, max_rows, extra=gpus if lanes else None,
+    """gate.md and gate.json; with ``found`` (the kernels of the codegen cases), the
+    generated code's section."""
+    text = report.markdown(verdicts, code, info, max_rows,
                            sections=codegen.section(found, not_here or {}, report.md))
     data = report.report_json(verdicts, code, info)
     if found or not_here:
         data["codegen"], data["not_here"] = codegen.summary_json(found), not_here or {}
-    if lanes:
-        text += "\nGPUs: " + "; ".join(f"{report.md(lane['label'])}: {len(lane['cases'])} "
-                                        f"case(s)" for lane in lanes) + "\n"
-        data["gpus"] = [{"label": lane["label"], "cases": lane["cases"]} for lane in lanes]
-        for case in data["cases"]:
-            case["gpu"] = gpus.get(case["case"])
     report.write(out_dir, text, data)
     print(text)
     print(f"gate: exit {code}; report {out_dir / 'gate.md'}, {out_dir / 'gate.json'}")

@@ -125,16 +125,14 @@ def summary_line(verdicts: Sequence[Verdict], code: int) -> str:
 
 
 def table_lines(verdicts: Sequence[Verdict], multi_env: bool, max_rows: int = 60,
-                json_name: str = "gate.json", extra: dict[str, str] | None = None) -> list[str]:
-    """The verdict table, worst case first; ``extra`` adds a column (case -> text)."""
-    head = "| case |" + (" GPU |" if extra is not None else "")
-    lines = [head + " before | after | ratio [interval] | clocks | rounds | verdict |",
-             "|---" * (7 + (extra is not None)) + "|"]
+                json_name: str = "gate.json") -> list[str]:
+    """The verdict table, worst case first."""
+    lines = ["| case | before | after | ratio [interval] | clocks | rounds | verdict |",
+             "|---" * 7 + "|"]
     rows = worst_first(verdicts)
     for v in rows[:max_rows]:
         name = f"{v.case} [{v.env}]" if multi_env else v.case
-        col = f" {md(extra.get(v.case, '—'))} |" if extra is not None else ""
-        lines.append(f"| {md(name)} |{col} {fmt_value(v.before, v.unit)} | "
+        lines.append(f"| {md(name)} | {fmt_value(v.before, v.unit)} | "
                      f"{fmt_value(v.after, v.unit)} | {fmt_ratio(v)} | {fmt_clocks(v)} | "
                      f"{fmt_rounds(v)} | {fmt_verdict(v)} |")
     if len(rows) > max_rows:
@@ -143,7 +141,7 @@ def table_lines(verdicts: Sequence[Verdict], multi_env: bool, max_rows: int = 60
 
 
 def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any], max_rows: int = 60,
-             extra: dict[str, str] | None = None, sections: Sequence[str] = ()) -> str:
+             sections: Sequence[str] = ()) -> str:
     """The PR comment: the summary, how it was judged, ``sections`` (already Markdown:
     the generated code's, kperf/gate/codegen.py), then the table of the measured cases;
     the cases left unmeasured (their kernel's code the same at base and head) are counted
@@ -157,7 +155,7 @@ def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any], max_r
     lines = [COMMENT_MARKER, title, "", summary_line(verdicts, code), "", how, "", *sections]
     measured = [v for v in verdicts if not v.unchanged]
     if measured:
-        lines += table_lines(measured, bool(info.get("multi_env")), max_rows, extra=extra)
+        lines += table_lines(measured, bool(info.get("multi_env")), max_rows)
     quiet = len(verdicts) - len(measured)
     if quiet:
         lines += ["", f"{quiet} case(s) not measured: their kernel's code is the same at base "

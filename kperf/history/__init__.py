@@ -1,1 +1,1 @@
-"""Running the history: asv over commits, publish, bisect, shards over GPUs, thresholds."""
+"""Running the history: asv over commits, publish, bisect, thresholds."""

@@ -128,7 +128,7 @@ def asv_env(machine: str, repo: Path | None = None, cpu_only: bool = False) -> d
 def run_asv(args: list[str], env: dict[str, str], repo: Path,
             check: bool = False, log: Path | None = None) -> subprocess.CompletedProcess:
     """asv with these arguments; ``log``: append its output to that file instead of
-    showing it (parallel runs, kperf/history/shard.py)."""
+    showing it (parallel runs)."""
     cmd = [sys.executable, "-m", "asv", *args]
     # The suites compile ahead the cases asv was asked for (kperf/suites/timed.py)
     env = {**env, "KPERF_BENCH_REGEX": json.dumps(bench_regexes(args))}
