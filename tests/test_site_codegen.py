@@ -132,7 +132,7 @@ def test_codegen_page_says_where_each_figure_is_from_and_why_one_is_missing() ->
            "occupancy 3" in codegen_page.op_summary(table, view.groups)
     html = codegen_page.render([view], data.Notes(), "https://h/commit/", {})
     assert "@aaaaaaaa" in html and 'data-v="2.0"' in html
-    assert "not among this record&#x27;s figures" in html
+    assert "not among this record&#39;s figures" in html
     assert codegen.value(table.cells[(sm90, "triton")], "isa.matrix") is None
     assert "no instruction mix in this record" in html
 

@@ -15,7 +15,6 @@ from kperf.site import (
     headtohead,
     headtohead_page,
     pages,
-    steps_html,
     telemetry_pages,
 )
 
@@ -353,6 +352,6 @@ def test_steps_and_their_causes_are_escaped() -> None:
 
     step = steps.Step(HOSTILE, HOSTILE, "b", {}, steps.Side("d" * 40), steps.Side(HOSTILE),
                       1, cause="environment", why=HOSTILE, text=HOSTILE, id="x")
-    html = steps_html.steps_table(HOSTILE, [step], "https://h/commit/")
+    html = headtohead_page.steps_table(HOSTILE, [step], "https://h/commit/")
     assert "<script>window" not in html and "<img src=x" not in html
     assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 3

@@ -218,7 +218,13 @@ def make_offline(html_dir: Path, source: Path | None = None) -> tuple[AssetRepor
     """Vendor, rewrite, inject and patch asv's pages in ``html_dir``. Returns the asset
     report and the problems (each a sentence for the status page)."""
     report, replaces = vendor(html_dir, source)
-    problems = list(report.problems)
+    absent = [p for p in report.problems if ": not installed under " in p]
+    problems = [p for p in report.problems if p not in absent]
+    if absent:
+        problems.append(f"the site's pinned scripts are not installed ({len(absent)} packages "
+                        f"missing under {absent[0].split(' under ', 1)[1]}): `kperf publish "
+                        "--install-assets` installs them (npm), or set KPERF_SITE_ASSETS to "
+                        "a node_modules folder that has them (docs/site.md)")
     index = html_dir / "index.html"
     text = index.read_text()
     if report.ok:

@@ -10,6 +10,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from kperf.site import data, repo_data
 from kperf.site.codegen import (
     BACKENDS,
@@ -22,7 +24,8 @@ from kperf.site.codegen import (
     build,
     value,
 )
-from kperf.site.pages import commit_link, data_attr, esc, fmt_num, notes_box, page
+from kperf.site.pages import esc, fmt_num
+from kperf.site.pages import render as render_template
 
 NAMES = {"tilelang": "TileLang", "triton": "Triton"}
 FIGURES = (("registers", "VGPRs, total (sm_90a: registers per thread)"),
@@ -45,9 +48,6 @@ LAST_ROWS = (("isa.tma_load", "TMA loads"), ("isa.tma_store", "TMA stores"),
              ("occupancy_llvm", "occupancy by LLVM's count (static LDS only)"),
              ("static_shared_bytes", "static shared bytes (sm_90a)"),
              ("source_bytes", "device source bytes (TileLang)"))
-STYLE = ("<style>table.codegen th[colspan]{text-align:center}"
-         "table.codegen td:nth-child(2n){border-left:2px solid #999}</style>")
-
 
 def _widths(figs: dict[str, Any], kind: str) -> Counter[str]:
     return Counter({k.rsplit(".", 1)[1]: int(v) for k, v in figs.items()
@@ -134,7 +134,7 @@ def _wide_share(all_figs: list[dict[str, Any]], kind: str) -> str:
     return f"{total['128']} of {n} ({100 * total['128'] / n:.0f}%)" if n else "none"
 
 
-# --------------------------------------------------------------------------- rendering
+# --------------------------------------------------------------------------- the page
 
 
 def _rows(table: OpTable) -> list[tuple[str, str]]:
@@ -161,99 +161,57 @@ def _why(cell: Cell, key: str) -> str:
     return "not among this record's figures: this target's binary does not give it"
 
 
-def _text(cell: Cell, key: str, v: Any) -> str:
+def _text(cell: Cell, key: str, v: Any) -> Markup:
     if key == COMPILE_ROW:
         at = cell.compile_at[:8]
-        return fmt_num(v) + " s" + (f' <span class="muted" title="timed at that commit, '
-                                     f'unchanged since">@{esc(at)}</span>' if at else "")
+        return Markup(fmt_num(v) + " s" + (f' <span class="muted" title="timed at that commit, '
+                                            f'unchanged since">@{esc(at)}</span>' if at else ""))
     text = esc(_num(v))
     limit = (cell.figures or {}).get("occupancy_limit")
     if key == "occupancy" and limit:
         text += f' <span class="muted">{esc(limit)}</span>'
-    return text
+    return Markup(text)
 
 
-def _cell(cell: Cell, g: Group, backend: str, key: str) -> str:
-    attrs = f'data-group="{esc(g.label)}" data-backend="{backend}" data-figure="{esc(key)}"'
-    v = value(cell, key)
-    if v is None:
-        return f'<td class="none" {attrs} title="{esc(_why(cell, key))}">—</td>'
-    return f"<td {attrs}{data_attr(v)}>{_text(cell, key, v)}</td>"
+def _table_rows(table: OpTable, view: MachineView) -> list[tuple[str, str, list[Any]]]:
+    """Per figure: (key, label, per group and backend (group, backend, value, text, why))."""
+    rows = []
+    for key, label in _rows(table):
+        cells = []
+        for g in view.groups:
+            for b in BACKENDS:
+                cell = table.cells[(g, b)]
+                v = value(cell, key)
+                cells.append((g, b, v, None if v is None else _text(cell, key, v),
+                              _why(cell, key)))
+        rows.append((key, label, cells))
+    return rows
 
 
-def render_table(table: OpTable, view: MachineView) -> str:
-    head = "".join(f'<th colspan="2" data-group="{esc(g.label)}">{esc(g.label)}'
-                   f"{_at(view, g)}</th>" for g in view.groups)
-    sub = "".join(f"<th>{NAMES[b]}</th>" for _ in view.groups for b in BACKENDS)
-    body = "".join(f'<tr><td class="l">{esc(label)}</td>' + "".join(
-        _cell(table.cells[(g, b)], g, b, key) for g in view.groups for b in BACKENDS) + "</tr>"
-        for key, label in _rows(table))
-    return (f'<table class="codegen" data-op="{esc(table.op)}" data-case="{esc(table.case)}" '
-            f'data-dtype="{esc(table.dtype)}"><tr><th class="l" rowspan="2">figure</th>{head}'
-            f"</tr><tr>{sub}</tr>{body}</table>")
-
-
-def _at(view: MachineView, g: Group) -> str:
-    commit = view.group_commit[g]
-    return f' <span class="muted">@{esc(commit[:8])}</span>' if commit != view.commit else ""
-
-
-def _items(lines: list[str], attrs: str) -> str:
-    return f"<ul {attrs}>" + "".join(f"<li>{esc(x)}</li>" for x in lines) + "</ul>"
-
-
-INTRO = ("<p>Per op and case, what each language's compiler made of the kernel, read from "
-         "the device binary (gfx942: the code object's metadata and disassembly; sm_90a: the "
-         "cubin): registers, spills, LDS, occupancy and what limits it (counting the LDS a "
-         "launch asks for at run time), code size, the cold compile time (median of its "
-         "samples) and the instruction mix (static counts: instructions in the code, not "
-         "instructions executed). gfx942 comes per toolchain that compiled TileLang's HIP "
-         "source; Triton brings its own LLVM. A dash has its reason on hover.</p>")
-
-
-def _timings(table: OpTable, timings: dict[tuple[str, str, str], list[Timing]],
-             commit_url: str) -> str:
+def _timings(table: OpTable, timings: dict[tuple[str, str, str], list[Timing]]
+             ) -> list[dict[str, str]]:
     """Each machine's latest time per call of the table's case, beside its code's figures
     (a GPU runner's timings by the CPU codegen runner's figures)."""
-    found = timings.get((table.suite, table.case, table.dtype)) or []
-    if not found:
-        return ""
-    items = "".join(
-        f'<li data-machine="{esc(t.machine)}">time per call on <code>{esc(t.machine)}</code> '
-        f"at {commit_link(t.commit, commit_url)}: " + ", ".join(
-            f"{NAMES.get(b, b)} {fmt_num(s * 1e6, 4)} µs" for b, s in sorted(t.seconds.items()))
-        + ' (<a href="head-to-head.html">head to head</a>)</li>' for t in found)
-    return f'<ul class="timings" data-op="{esc(table.op)}">{items}</ul>'
+    return [{"machine": t.machine, "commit": t.commit, "text": ", ".join(
+        f"{NAMES.get(b, b)} {fmt_num(s * 1e6, 4)} µs" for b, s in sorted(t.seconds.items()))}
+        for t in timings.get((table.suite, table.case, table.dtype)) or []]
 
 
-def _machine_html(v: MachineView, commit_url: str, subjects: dict[str, dict[str, Any]],
-                  timings: dict[tuple[str, str, str], list[Timing]] | None = None) -> str:
-    subject = subjects.get(v.commit, {}).get("subject")
-    envs = "".join(f"<li>{esc(g.label)}{_at(v, g)}: "
-                   f"{', '.join(esc(e) for e in v.group_envs[g])}</li>" for g in v.groups)
-    parts = [f'<h2 id="machine-{esc(v.machine)}">machine <code>{esc(v.machine)}</code> '
-             f'<span class="muted">at {commit_link(v.commit, commit_url, subject=subject)} '
-             f"{esc(subject or '')}</span></h2><details><summary>asv environments</summary>"
-             f"<ul>{envs}</ul></details>", _items(claims(v.tables, v.groups), 'class="claims"')]
-    for t in v.tables:
-        parts += [f'<h3 id="{esc(v.machine)}-{esc(t.op)}-{esc(t.dtype)}">{esc(t.op)} '
-                  f'<span class="muted">{esc(t.case)} · {esc(t.dtype)}</span></h3>',
-                  _items(op_summary(t, v.groups), f'class="summary" data-op="{esc(t.op)}"'),
-                  _timings(t, timings or {}, commit_url), render_table(t, v)]
-    return "\n".join(parts)
+def _machine(v: MachineView, subjects: dict[str, dict[str, Any]],
+             timings: dict[tuple[str, str, str], list[Timing]]) -> dict[str, Any]:
+    return {"view": v, "subject": subjects.get(v.commit, {}).get("subject"),
+            "claims": claims(v.tables, v.groups),
+            "tables": [{"table": t, "summary": op_summary(t, v.groups),
+                        "timings": _timings(t, timings), "rows": _table_rows(t, v)}
+                       for t in v.tables]}
 
 
 def render(views: list[MachineView], notes: data.Notes, commit_url: str,
            subjects: dict[str, dict[str, Any]],
            timings: dict[tuple[str, str, str], list[Timing]] | None = None) -> str:
-    parts = ["<h1>Codegen: TileLang beside Triton</h1>", INTRO, notes_box(notes, "files")]
-    if not views:
-        parts.append('<p class="why" id="no-codegen">No codegen record in this history: the '
-                     "<code>*CodeSize</code> suites keep them "
-                     "(<code>kperf run</code>"
-                     ").</p>")
-    parts += [_machine_html(v, commit_url, subjects, timings) for v in views]
-    return page("Codegen", "\n".join(parts), "codegen", head=STYLE)
+    return render_template("codegen.html", title="Codegen", here="codegen", notes=notes,
+                           commit_url=commit_url, backends=BACKENDS, names=NAMES,
+                           machines=[_machine(v, subjects, timings or {}) for v in views])
 
 
 def write(kperf: Path, roots: list[Path], revisions: dict[str, int], commit_url: str,

@@ -1,10 +1,9 @@
-"""What every kperf page shares: escaping, units that fit kernels, the navigation bar,
-the warnings box. Pages are static HTML written by Python: every string that comes from
-results, records, reports, git or settings goes through ``esc``."""
+"""What every kperf page shares: the templates (kperf/site/templates/, escaped by
+jinja2: every string that comes from results, records, reports, git or settings is
+data, never markup), units that fit kernels, commit links and trend lines."""
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import re
@@ -12,64 +11,29 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from kperf.site.data import Notes
+import jinja2
+from markupsafe import Markup, escape
 
-CSS = """
-body{font-family:"DejaVu Sans",sans-serif;margin:0 1.5em 2em;font-size:14px;color:#222}
-nav.kperf{background:#f5f5f5;border-bottom:1px solid #ddd;margin:0 -1.5em 1em;
- padding:.6em 1.5em}
-nav.kperf a{margin-right:1.2em;text-decoration:none;color:#2a6496}
-nav.kperf a.here{font-weight:bold;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1.05em}
-table{border-collapse:collapse;font-size:13px;margin:.4em 0 1em}
-th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
-th{background:#eee}td.l,th.l{text-align:left}
-.muted{color:#777}.why{color:#8a5a00;font-size:12px}
-.fail{background:#ffd6d6}.skip{background:#f0f0f0;color:#666}.best{font-weight:bold}
-.warn{background:#ffe0b3}.bad{background:#ffb3b3}
-div.notes{background:#fff4e0;border:1px solid #f0c36d;padding:.5em 1em;margin:1em 0}
-div.notes li{font-size:12px}
-svg.trend{vertical-align:middle}
-.verdict-SLOW{background:#ffb3b3}.verdict-FAST{background:#c8f0c8}
-.verdict-INCONCLUSIVE{background:#ffe0b3}.verdict-SAME{background:#f4f4f4}
-.cause-code{color:#a00000}.cause-environment{color:#8a5a00}
-pre.md{background:#f8f8f8;border:1px solid #ddd;padding:1em;white-space:pre-wrap;
- font-size:12px}
-"""
+_ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("kperf.site", "templates"),
+    autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
 
-NAV = (("../index.html", "asv: benchmarks", "asv"),
-       ("../index.html#/regressions", "regressions", "regressions"),
-       ("head-to-head.html", "head to head", "h2h"),
-       ("codegen.html", "codegen", "codegen"),
-       ("telemetry.html", "clocks &amp; power per point", "telemetry"),
-       ("gate/index.html", "gate reports", "gate"),
-       ("index.html", "site status", "status"))
+
+def render(template: str, globals: dict[str, Any] | None = None, /, **context: Any) -> str:
+    """A page from its template; ``depth``: folders below html/ (kperf/ is 1);
+    ``globals``: the page's own helpers, for its macros too."""
+    context.setdefault("depth", 1)
+    return _ENV.get_template(template, globals=globals).render(**context) + "\n"
+
+
+def template_module(template: str, globals: dict[str, Any] | None = None) -> Any:
+    """A template's macros, to call from Python."""
+    return _ENV.get_template(template, globals=globals).module
 
 
 def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def page(title: str, body: str, here: str, depth: int = 1, head: str = "") -> str:
-    """A whole page; ``depth``: folders below html/ (kperf/ is 1, kperf/gate/ is 2)."""
-    up = "../" * (depth - 1)
-    links = " ".join(
-        f'<a href="{up}{href}"{" class=here" if key == here else ""}>{text}</a>'
-        for href, text, key in NAV)
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{esc(title)} · kperf</title><style>{CSS}</style>{head}</head><body>"
-            f'<nav class="kperf">{links}</nav>\n{body}\n</body></html>\n')
-
-
-def notes_box(notes: Notes, what: str = "files") -> str:
-    if not len(notes):
-        return ""
-    items = "".join(f"<li><code>{esc(where)}</code>: {esc(text)}</li>"
-                    for where, text in notes.items[:200])
-    more = f"<li>... and {len(notes) - 200} more</li>" if len(notes) > 200 else ""
-    return (f'<div class="notes" id="warnings"><b>{len(notes)} {esc(what)} skipped or only '
-            f"partly read</b> (the rest of the site is built without them):<ul>{items}{more}"
-            "</ul></div>")
+    """As the templates escape (markupsafe), for the few fragments made in Python."""
+    return str(escape("" if value is None else str(value)))
 
 
 def _sig(x: float, digits: int = 3) -> str:
@@ -106,29 +70,30 @@ def fmt_num(x: float | None, digits: int = 3) -> str:
     return _sig(x, digits) if abs(x) < 10 ** digits else f"{x:.0f}"
 
 
-def data_attr(value: Any) -> str:
+def data_attr(value: Any) -> Markup:
     """The exact figure behind a cell, for readers and tests (repr of a float)."""
     if value is None:
-        return ""
+        return Markup("")
     if isinstance(value, float):
-        return f' data-v="{value!r}"'
-    return f' data-v="{esc(value)}"'
+        return Markup(f' data-v="{value!r}"')
+    return Markup(f' data-v="{esc(value)}"')
 
 
-def commit_link(sha: str, commit_url: str, length: int = 8, subject: str | None = None) -> str:
+def commit_link(sha: str, commit_url: str, length: int = 8,
+                subject: str | None = None) -> Markup:
     short = esc(sha[:length])
     title = f' title="{esc(subject)}"' if subject else ""
     if commit_url and re.fullmatch(r"[0-9a-f]{7,40}", sha or ""):
-        return f'<a href="{esc(commit_url + sha)}"{title}><code>{short}</code></a>'
-    return f"<code{title}>{short}</code>"
+        return Markup(f'<a href="{esc(commit_url + sha)}"{title}><code>{short}</code></a>')
+    return Markup(f"<code{title}>{short}</code>")
 
 
 def sparkline(values: Sequence[float | None], width: int = 90, height: int = 22,
-              title: str = "") -> str:
+              title: str = "") -> Markup:
     """A small inline SVG of a series (gaps for missing points); lower is drawn lower."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     if len(finite) < 2:
-        return '<span class="muted" title="fewer than two timed commits">—</span>'
+        return Markup('<span class="muted" title="fewer than two timed commits">—</span>')
     # at least 20% of the level top to bottom: noise of a few percent stays a flat line
     lo, hi = min(finite), max(finite)
     mid, span = (lo + hi) / 2, max(hi - lo, 0.2 * abs(statistics.fmean(finite))) or 1.0
@@ -147,5 +112,9 @@ def sparkline(values: Sequence[float | None], width: int = 90, height: int = 22,
     dots = "".join(f'<circle cx="{p.split(",")[0]}" cy="{p.split(",")[1]}" r="1.5" '
                    f'fill="#2a6496"/>' for s in segments if len(s) == 1 for p in s)
     vals = json.dumps([v if v is not None and math.isfinite(v) else None for v in values])
-    return (f'<svg class="trend" width="{width}" height="{height}" data-values="{esc(vals)}">'
-            f"<title>{esc(title)}</title>{lines}{dots}</svg>")
+    return Markup(f'<svg class="trend" width="{width}" height="{height}" '
+                  f'data-values="{esc(vals)}"><title>{esc(title)}</title>{lines}{dots}</svg>')
+
+
+_ENV.globals.update(fmt_time=fmt_time, fmt_energy=fmt_energy, fmt_num=fmt_num,
+                    data_attr=data_attr, commit_link=commit_link, sparkline=sparkline)

@@ -304,11 +304,11 @@ def publish(repo: Path, config: Path | None = None, html_dir: Path | None = None
         problems.append("pages that still load from another host: " + ", ".join(leaks[:20]))
         offline = False
     notes = data.Notes(all_notes.items + codegen_notes.items + gate_notes.items)
-    (kperf / "index.html").write_text(status.render(
+    (kperf / "index.html").write_text(status.render(status.SiteState(
         machines=machines, files=files, benchmarks=benchmarks, n_records=len(recs),
         n_rows=len(rows), n_reports=len(reports), notes=notes, problems=problems,
         offline=offline, commit_url=commit_url, commit_how=commit_how, asv_ok=asv_ok,
-        asv_error=asv_error))
+        asv_error=asv_error)))
 
     swap_in(build, live)
     print(f"site: {live / 'index.html'}  (serve with: python -m asv preview)")
@@ -391,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-gate", type=Path, metavar="DIR",
                         help="keep the gate report in DIR for the site, then publish")
     parser.add_argument("--name", help="name of the kept gate report")
+    parser.add_argument("--install-assets", action="store_true",
+                        help="first install the site's pinned scripts and styles into "
+                             ".cache/site-assets (npm; once per lockfile)")
     parser.add_argument("--pack-records", type=Path, metavar="OUT",
                         help="pack .asv/records (or the first --records) into OUT.tar.xz "
                              "and exit")
@@ -402,6 +405,13 @@ def main(argv: list[str] | None = None) -> int:
     except project.ProjectError as err:
         print(f"publish: {err}", file=sys.stderr)
         return 2
+    if args.install_assets:
+        import subprocess
+
+        script = Path(__file__).with_name("install_assets.sh")
+        if subprocess.run(["bash", str(script)], cwd=repo).returncode:
+            print("publish: the site's scripts could not be installed; publishing without "
+                  "them", file=sys.stderr)
     if args.pack_records:
         root = (args.records or [repo / ".asv" / "records"])[0]
         n = pack_records(root, args.pack_records)

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from kperf.core.telemetry import or_bits
 from kperf.site import data
-from kperf.site.pages import esc, notes_box, page
+from kperf.site.pages import render as render_page
 
 POINTS_SCHEMA = "kperf-points-1"
 GPU_SUITE = re.compile(r"(Time\.track_time|Energy\.track_energy)$")  # need a GPU
@@ -64,8 +66,6 @@ NO_RESULTS_REASON = ("the GPU suites (*Time, *Energy) run only on a machine with
 def missing_benchmarks(benchmarks: dict[str, Any], files: list[data.ResultFile]
                        ) -> list[tuple[str, str]]:
     """(benchmark, why) of every benchmark asv knows that has no value on any machine."""
-    import math
-
     have = set()
     for rf in files:
         for bench, row in rf.results.items():
@@ -97,53 +97,30 @@ def write_points(path, rows: list[dict[str, Any]], benchmarks: dict[str, Any],
     return payload
 
 
-def render(*, machines: dict[str, dict[str, Any]], files: list[data.ResultFile],
-           benchmarks: dict[str, Any], n_records: int, n_rows: int, n_reports: int,
-           notes: data.Notes, problems: list[str], offline: bool,
-           commit_url: str, commit_how: str, asv_ok: bool, asv_error: str = "") -> str:
-    missing = missing_benchmarks(benchmarks, files)
-    parts = ["<h1>Site status</h1>"]
-    if not asv_ok:
-        parts.append(f'<div class="notes" id="asv-failed"><b>asv publish failed</b>, so this '
-                     f"site has only kperf's pages; the error:<pre>{esc(asv_error)}</pre>"
-                     "</div>")
-    state = ("works offline: every script, style sheet and font is in this folder "
-             "(<code>vendor/</code>, with <code>vendor/LICENSES.txt</code>)" if offline else
-             "<b>not offline</b>: asv's pages still load scripts from a CDN, because the "
-             "pinned copies were not found (run <code>bash kperf/site/install_assets.sh</code>"
-             " or set <code>KPERF_SITE_ASSETS</code>; docs/site.md)")
+@dataclass
+class SiteState:
+    """What the status page says of one publish."""
+    machines: dict[str, dict[str, Any]]
+    files: list[data.ResultFile]
+    benchmarks: dict[str, Any]
+    n_records: int
+    n_rows: int
+    n_reports: int
+    notes: data.Notes
+    problems: list[str]
+    offline: bool
+    commit_url: str
+    commit_how: str
+    asv_ok: bool
+    asv_error: str = ""
+
+
+def render(s: SiteState) -> str:
     by_machine: dict[str, list[data.ResultFile]] = defaultdict(list)
-    for rf in files:
+    for rf in s.files:
         by_machine[rf.machine].append(rf)
-    mrows = "".join(
-        f'<tr><td class="l"><code>{esc(m)}</code></td><td class="l">'
-        f'{esc(machines.get(m, {}).get("gpu", "?"))}</td><td>{len(by_machine[m])}</td>'
-        f'<td>{len({rf.commit for rf in by_machine[m]})}</td></tr>'
-        for m in sorted(set(machines) | set(by_machine)))
-    parts.append(
-        f"<ul><li>asv's pages: {state}.</li>"
-        f"<li>commit links: {esc(commit_url) if commit_url else 'none'} "
-        f"<span class=muted>({esc(commit_how)})</span></li>"
-        f"<li>records read: {n_records} ({n_rows} timed processes on the "
-        f'<a href="telemetry.html">clocks &amp; power</a> page); gate reports kept: '
-        f'{n_reports} (<a href="gate/index.html">gate reports</a>)</li></ul>'
-        f'<table><tr><th class="l">machine</th><th class="l">GPU</th><th>result files</th>'
-        f"<th>commits</th></tr>{mrows}</table>")
-    if problems:
-        parts.append('<div class="notes" id="problems"><b>Publishing problems</b><ul>'
-                     + "".join(f"<li>{esc(p)}</li>" for p in problems) + "</ul></div>")
-    parts.append(notes_box(notes, "files"))
-    if missing:
-        rows = "".join(f'<tr><td class="l"><code>{esc(b)}</code></td><td class="l">{esc(w)}'
-                       "</td></tr>" for b, w in missing)
-        parts.append(f'<h2 id="missing">Benchmarks without results ({len(missing)})</h2>'
-                     "<p>asv's grid and list show these as blank.</p>"
-                     f'<table><tr><th class="l">benchmark</th><th class="l">why</th></tr>'
-                     f"{rows}</table>")
-    else:
-        parts.append('<h2 id="missing">Benchmarks without results</h2><p>None: every '
-                     "benchmark has a result on some machine.</p>")
-    if offline:
-        parts.append('<p class="muted">Third-party licences: <a href="../vendor/LICENSES.txt">'
-                     "vendor/LICENSES.txt</a> (pinned npm packages, kperf/site/assets.json)</p>")
-    return page("Site status", "\n".join(parts), "status")
+    machines = [{"name": m, "gpu": s.machines.get(m, {}).get("gpu", "?"),
+                 "files": len(by_machine[m]), "commits": len({rf.commit for rf in by_machine[m]})}
+                for m in sorted(set(s.machines) | set(by_machine))]
+    return render_page("status.html", title="Site status", here="status", s=s,
+                       machines=machines, missing=missing_benchmarks(s.benchmarks, s.files))
