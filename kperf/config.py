@@ -1,15 +1,15 @@
 """Validated configuration: every JSON file a tool reads is checked against a schema.
 
     from kperf.config import ConfigError, load_json
-    manifest = load_json(parts / "manifest.json", "wheelhouse-manifest")
+    machines = load_json(Path.home() / ".asv-machine.json", "machine-file")
 
 The schemas are JSON Schema (draft 2020-12) files in ``kperf/schemas/<name>.json``, checked
 with the ``jsonschema`` package; they share definitions through ``common.json`` (safe file
 and machine names, sha256 digests). Every failure is a ``ConfigError`` (a ``ValueError``)
 whose message names the file and the field as a JSON pointer, e.g.::
 
-    /opt/wh/manifest.json: field /wheels/0/name: '../../x.whl' is not a plain wheel file
-    name ending in .whl (no '/', no '..')
+    /root/.asv-machine.json: field /h200/ram: [64] is not of type 'string', 'number',
+    'boolean', 'null'
 
 Unreadable, empty, truncated or non-UTF-8 files, NaN / Infinity and duplicate keys are
 errors too, named the same way. ``"type": "integer"`` means a JSON integer: ``3.0``, which

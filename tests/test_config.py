@@ -16,8 +16,7 @@ from kperf.project import DEFAULTS
 def test_every_schema_is_valid_draft_2020_12_and_loads() -> None:
     from jsonschema import Draft202012Validator
 
-    assert set(config.schema_names()) >= {"wheelhouse-manifest", "machine-file", "site-probe",
-                                          "stack-probe",
+    assert set(config.schema_names()) >= {"machine-file", "site-probe", "stack-probe",
                                           "record"}
     for path in sorted(config.SCHEMA_DIR.glob("*.json")):
         Draft202012Validator.check_schema(json.loads(path.read_text()))
@@ -51,14 +50,13 @@ def test_inside_refuses_a_link_that_leads_out(tmp_path: Path) -> None:
 
 
 def test_load_json_names_file_and_field(tmp_path: Path) -> None:
-    path = tmp_path / "manifest.json"
-    path.write_text(json.dumps({"schema": "kperf-wheelhouse-1", "part_size": 10, "parts": [],
-                                "wheels": [{"name": "ok-1.0-py3-none-any.whl", "bytes": "9",
-                                            "sha256": "0" * 64, "chunks": []}]}))
+    path = tmp_path / "asv-machine.json"
+    path.write_text(json.dumps({"version": 1, "h200": {"machine": "h200", "ram": [64]}}))
     with pytest.raises(config.ConfigError) as err:
-        config.load_json(path, "wheelhouse-manifest")
-    assert str(err.value) == f"{path}: field /wheels/0/bytes: '9' is not of type 'integer'"
-    assert err.value.pointer == "/wheels/0/bytes" and err.value.source == str(path)
+        config.load_json(path, "machine-file")
+    assert str(err.value) == f"{path}: field /h200/ram: [64] is not of type 'string', " \
+        "'number', 'boolean', 'null'"
+    assert err.value.pointer == "/h200/ram" and err.value.source == str(path)
 
 
 @pytest.mark.parametrize(("field", "value"), [("min_rounds", 3.0), ("max_rounds", 8.0),

@@ -116,3 +116,32 @@ def test_a_bundle_without_the_sites_assets_is_refused_naming_what_is_missing(
                                                          r"install_assets\.sh"):
         offline_bundle.add_site_assets(tmp_path / "site", partial)
     assert not (tmp_path / "site" / offline_bundle.SITE_ASSETS).exists()
+
+
+def test_a_wheel_folder_is_downloaded_for_the_runner_with_its_checksums(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``kperf bundle --wheels``: pip download for the runner's platform and Python (wheels
+    only, as listed), and SHA256SUMS that ``sha256sum -c`` checks on the runner."""
+    calls: list[list[str]] = []
+
+    def fake_pip(cmd: list[str], check: bool) -> None:
+        calls.append(cmd)
+        dest = Path(cmd[cmd.index("--dest") + 1])
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "triton-3.8.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
+
+    monkeypatch.setattr(offline_bundle.subprocess, "run", fake_pip)
+    out = tmp_path / "wh"
+    assert offline_bundle.main(["--wheels", "--out", str(out), "--python-version", "3.12",
+                                "triton==3.8.0"]) == 0
+    (cmd,) = calls
+    assert cmd[cmd.index("--python-version") + 1] == "3.12" and "--no-deps" in cmd
+    assert "--only-binary=:all:" in cmd and cmd[-1] == "triton==3.8.0"
+    monkeypatch.undo()
+    check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=out, capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "triton-3.8.0" in check.stdout
+    monkeypatch.setattr(offline_bundle.subprocess, "run", fake_pip)
+    assert offline_bundle.main(["--wheels", "--out", str(out), "--python-version", "3.x",
+                                "triton"]) == 1  # refused, naming the option

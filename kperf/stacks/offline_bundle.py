@@ -1,7 +1,9 @@
-"""Build the bundle an offline GPU runner needs, for its Python and platform.
+"""What an offline GPU runner needs, downloaded for its Python and platform: the one
+offline bundler.
 
     kperf bundle --out .gpu                  # cp312, manylinux x86_64
     kperf bundle --out .gpu --python-version 3.11
+    kperf bundle --wheels --out wh triton==3.8.0 asv==0.6.6   # a wheel folder, for pip
 
 A GPU runner whose image already holds torch and Triton (the H200's, a ROCm image) lacks
 TileLang and asv, and cannot reach an index. This downloads, for that runner's Python and
@@ -23,21 +25,27 @@ and writes:
 
 Then, on the runner: ``source tools/offline_env.sh OUT/site.tar.xz OUT/asvwhl`` (docs/perf.md
 says which commands reproduce its figures).
+
+``--wheels`` downloads the given requirements (``--no-deps`` as listed) into ``OUT/`` with
+``OUT/SHA256SUMS``: carry the folder, check it with ``sha256sum -c SHA256SUMS`` and point
+pip at it (``PIP_NO_INDEX=1 PIP_FIND_LINKS=OUT``), as docs/stacks.md does for a ROCm image.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from kperf.site import asv_pages
-from kperf.stacks.wheelhouse import WheelhouseError, pip_download_command, read_requirements
 
 REQUIREMENTS = Path(__file__).resolve().parent / "offline-bundle.txt"
 # Wheels asv installs into every environment it creates (its own runner and Pympler).
@@ -52,10 +60,46 @@ class BundleError(RuntimeError):
     """The bundle cannot be made as asked; the message says what is missing."""
 
 
-def download(requirements: list[str], dest: Path, python_version: str) -> list[Path]:
-    cmd = pip_download_command(requirements, dest, PLATFORMS, python_version, no_deps=True)
+def pip_download_command(requirements: Sequence[str], dest: Path, python_version: str,
+                         platforms: Sequence[str] = PLATFORMS, no_deps: bool = True,
+                         python: str = sys.executable) -> list[str]:
+    """The ``pip download`` of wheels (never a build) for another platform and Python."""
+    if not requirements:
+        raise BundleError("no requirements given")
+    if not re.fullmatch(r"\d+(\.\d+)?", python_version):
+        raise BundleError(f"--python-version {python_version!r}: expected e.g. 3.12")
+    cmd = [python, "-m", "pip", "download", "--only-binary=:all:", "--dest", str(dest)]
+    for platform in platforms:
+        cmd += ["--platform", platform]
+    cmd += ["--python-version", python_version, "--implementation", "cp"]
+    if no_deps:  # e.g. TileLang on an image that has torch: its deps are listed by hand
+        cmd.append("--no-deps")
+    return cmd + list(requirements)
+
+
+def read_requirements(path: Path) -> list[str]:
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError as err:
+        raise BundleError(f"{path}: requirements file not found") from err
+    return [ln.split("#", 1)[0].strip() for ln in lines if ln.split("#", 1)[0].strip()]
+
+
+def download(requirements: list[str], dest: Path, python_version: str,
+             no_deps: bool = True) -> list[Path]:
+    cmd = pip_download_command(requirements, dest, python_version, no_deps=no_deps)
     subprocess.run(cmd, check=True)
     return sorted(dest.glob("*.whl"))
+
+
+def wheel_folder(out: Path, requirements: list[str], python_version: str,
+                 no_deps: bool) -> Path:
+    """``out``/ the wheels and SHA256SUMS (``sha256sum -c`` checks a carried copy)."""
+    wheels = download(requirements, out, python_version, no_deps)
+    sums = "".join(f"{hashlib.sha256(w.read_bytes()).hexdigest()}  {w.name}\n"
+                   for w in wheels)
+    (out / "SHA256SUMS").write_text(sums)
+    return out
 
 
 def unpack(wheels: list[Path], site: Path) -> None:
@@ -133,11 +177,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(".gpu"), help="default .gpu/")
     parser.add_argument("--python-version", default="3.12", help="the runner's (default 3.12)")
     parser.add_argument("-r", "--requirements", type=Path, default=REQUIREMENTS)
+    parser.add_argument("--wheels", action="store_true",
+                        help="only download REQUIREMENT... into --out, with SHA256SUMS")
+    parser.add_argument("--deps", action="store_true",
+                        help="with --wheels: their dependencies too (default: as listed)")
+    parser.add_argument("requirement", nargs="*", help="with --wheels: what to download")
     args = parser.parse_args(argv)
     try:
+        if args.wheels:
+            reqs = args.requirement or read_requirements(args.requirements)
+            folder = wheel_folder(args.out.resolve(), reqs, args.python_version, not args.deps)
+            print(f"wheels: {folder} ({len(list(folder.glob('*.whl')))}; SHA256SUMS)")
+            return 0
         bundle = build(args.out.resolve(), args.python_version, args.requirements)
-    except (WheelhouseError, BundleError, subprocess.CalledProcessError) as err:
-        print(f"offline_bundle: {err}", file=sys.stderr)
+    except (BundleError, subprocess.CalledProcessError) as err:
+        print(f"bundle: {err}", file=sys.stderr)
         return 1
     size = bundle.stat().st_size / 2**20
     print(f"bundle: {bundle} ({size:.1f} MiB); asv's environment wheels: {args.out / 'asvwhl'}")
