@@ -35,25 +35,29 @@ def test_summary_counts_every_case_of_the_runs_commits(tmp_path: Path) -> None:
                                [[1e-3], None, None]],
             "b.R.track_value": [64.0, [], None]}
     (tmp_path / "abcdef12-env.json").write_text(json.dumps(
-        {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
+        {"version": 2, "commit_hash": "abcdef12" * 5, "env_name": "env",
+         "result_columns": columns, "results": rows}))
     text = summary(tmp_path, ["abcdef1234"], 90.0)
     assert text.startswith("kperf: 4 cases over 1 commit(s): 2 ok, 1 failed, 1 skipped;")
     assert "1.5 min" in text and "30.0 s a case run" in text
     rows["b.T.track_time"][1] = [["'a'"], ["'fp16'"], ["'triton'", "'tilelang'", "'torch'"]]
     (tmp_path / "abcdef12-env.json").write_text(json.dumps(
-        {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
+        {"version": 2, "commit_hash": "abcdef12" * 5, "env_name": "env",
+         "result_columns": columns, "results": rows}))
     text = summary(tmp_path, ["abcdef1234"], 90.0)
     assert "1 skipped (1 the torch baseline (--baseline every): timed only where they" in text
     rows["b.C.track_compile"] = [[float("nan")] * 2, [["'gfx942'", "'sm_90a'"]], [None] * 2]
     (tmp_path / "abcdef12-env.json").write_text(json.dumps(
-        {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
+        {"version": 2, "commit_hash": "abcdef12" * 5, "env_name": "env",
+         "result_columns": columns, "results": rows}))
     text = summary(tmp_path, ["abcdef1234"], 90.0)
     assert ("3 skipped (1 the torch baseline (--baseline every) and 2 cold compiles "
             "(--compile every): timed only where they changed)") in text
     assert "TileLang or Triton" not in text  # --kernels every: a kernel's skip is another's
     rows["b.T.track_time"][0] = [1e-3, float("nan"), float("nan")]  # tilelang skipped too
     (tmp_path / "abcdef12-env.json").write_text(json.dumps(
-        {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
+        {"version": 2, "commit_hash": "abcdef12" * 5, "env_name": "env",
+         "result_columns": columns, "results": rows}))
     text = summary(tmp_path, ["abcdef1234"], 90.0, kernels="changed")
     assert ("2 cold compiles (--compile every) and 1 TileLang or Triton cases (--kernels "
             "every): timed only where they changed") in text
@@ -80,7 +84,8 @@ def test_summary_counts_only_what_this_run_measured(tmp_path: Path) -> None:
             "b.GemmTime.track_time": [[1e-3, None], params, [[1e-3], None], 2_000_050.0],
             "b.GemmCompile.track_compile": [[3.0, 3.0], params, None, 1_000_000.0]}
     (tmp_path / "abcdef12-env.json").write_text(json.dumps(
-        {"version": 2, "env_name": "env", "result_columns": columns, "results": rows}))
+        {"version": 2, "commit_hash": "abcdef12" * 5, "env_name": "env",
+         "result_columns": columns, "results": rows}))
     text = summary(tmp_path, ["abcdef1234"], 60.0, since=1_500.0, regexes=[r"\('a'"])
     assert text.startswith("kperf: 2 cases over 1 commit(s): 2 ok, 0 failed, 0 skipped")
     assert "30.0 s a case run" in text

@@ -77,7 +77,7 @@ def test_results_reader_skips_a_broken_file(tmp_path: Path) -> None:
     m.mkdir()
     (m / "machine.json").write_text(json.dumps({"machine": "m1", "gpu": "g", "version": 1}))
     (m / "aaaaaaaa-env.json").write_text(json.dumps({
-        "commit_hash": "a" * 40, "env_name": "env", "date": 5,
+        "version": 2, "commit_hash": "a" * 40, "env_name": "env", "date": 5,
         "result_columns": ["result", "params"],
         "results": {"b.S.track_time": [[1e-3, None, float("nan")],
                                        [["'x'"], ["'fp16'"], ["'tilelang'", "'triton'",

@@ -9,7 +9,6 @@ kperf/core/record.py wrote next to them (record schemas 1 and 2 are both read).
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import re
@@ -18,21 +17,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from kperf import results
 from kperf.core.telemetry import or_bits
 from kperf.gate.errors import EXIT_BROKEN, EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, GateError
 from kperf.gate.model import Block, CaseData, one_method
+from kperf.results import ResultsFileError, case_name
 
 RECORD_SCHEMAS = ("kperf-record-1", "kperf-record-2")
-
-
-class ResultsFileError(Exception):
-    def __init__(self, path: Path, why: str) -> None:
-        super().__init__(f"{path}: {why}")
-        self.path = path
-
-
-def case_name(benchmark: str, param_values: Sequence[str]) -> str:
-    return f"{benchmark}({', '.join(param_values)})" if param_values else benchmark
 
 
 def selected(name: str, regexes: Sequence[str]) -> bool:
@@ -52,38 +43,22 @@ def _load(path: Path) -> Any:
 
 def read_results_file(path: Path) -> tuple[str, dict[str, Block]]:
     """(env name, case name -> a Block without side and round) of one asv results file."""
-    data = _load(path)
-    if not isinstance(data, dict) or data.get("version") != 2:
-        raise ResultsFileError(path, "not an asv results file (format version 2)")
-    columns, results = data.get("result_columns"), data.get("results")
-    if not isinstance(columns, list) or not isinstance(results, dict):
-        raise ResultsFileError(path, "missing 'result_columns' or 'results'")
+    found = results.load(path)
     out: dict[str, Block] = {}
-    for benchmark, row in results.items():
+    for case in found.cases():
         try:
-            out.update(_parse_row(benchmark, dict(zip(columns, row, strict=False))))
-        except (TypeError, ValueError, IndexError) as err:
-            raise ResultsFileError(path, f"bad row for {benchmark}: {err}") from err
-    return str(data.get("env_name", "")), out
+            out[case.name] = _block(case)
+        except (TypeError, ValueError) as err:
+            raise ResultsFileError(path, f"bad row for {case.benchmark}: {err}") from err
+    return found.env_name, out
 
 
-def _parse_row(benchmark: str, row: dict[str, Any]) -> dict[str, Block]:
-    params = row.get("params") or []
-    combos = [list(c) for c in itertools.product(*params)] if params else [[]]
-    result = row.get("result")
-    values = result if isinstance(result, list) else [result] * len(combos)
-    samples = row.get("samples") or [None] * len(combos)
-    out = {}
-    for combo, value, sample in zip(combos, values, samples, strict=True):
-        name = case_name(benchmark, combo)
-        if value is None:
-            out[name] = Block("", 0, "failed", "failed in asv (see asv's log)")
-        elif isinstance(value, float) and math.isnan(value):
-            out[name] = Block("", 0, "skipped", "skipped by asv")
-        else:
-            out[name] = Block("", 0, samples=[float(s) for s in sample or []],
-                              value=float(value))
-    return out
+def _block(case: results.CaseResult) -> Block:
+    if case.status == "failed":
+        return Block("", 0, "failed", "failed in asv (see asv's log)")
+    if case.status == "skipped":
+        return Block("", 0, "skipped", "skipped by asv")
+    return Block("", 0, samples=[float(s) for s in case.samples or []], value=float(case.value))
 
 
 def read_benchmark_meta(results_dir: Path) -> dict[str, dict[str, Any]]:

@@ -228,21 +228,23 @@ def summary(results: Path, shas: list[str], wall_s: float, since: float = 0.0,
     select are this run's. ``kernels``: the run's --kernels; under "changed" a skipped
     TileLang or Triton time or energy case is counted as one timed elsewhere (its skip
     reason is not in the results file)."""
-    from kperf.gate.asvio import ResultsFileError, read_results_file, selected
+    from kperf import results as asv_results
+    from kperf.gate.asvio import selected
 
     counts = {"ok": 0, "failed": 0, "skipped": 0}
     baselines_skipped = compiles_skipped = kernels_skipped = 0
     for sha in shas:
         for path in sorted(results.glob(f"{sha[:8]}-*.json")):
             try:
-                _, cases = read_results_file(path)
-                started = benchmarks_started(path, since)
-            except ResultsFileError as err:
+                cases = list(asv_results.load(path).cases())
+            except asv_results.ResultsFileError as err:
                 return f"kperf: the run's results are unreadable: {err}"
-            for name, block in cases.items():
-                if name.split("(", 1)[0] in started and selected(name, regexes or []):
-                    counts[block.status] += 1
-                    skipped = block.status == "skipped"
+            for case in cases:
+                name, started = case.name, case.started_at_ms
+                if (not since or (started is not None and started >= since * 1000.0)) \
+                        and selected(name, regexes or []):
+                    counts[case.status] += 1
+                    skipped = case.status == "skipped"
                     baselines_skipped += skipped and name.endswith(f", '{BASELINE}')")
                     compiles_skipped += skipped and ".track_compile(" in name
                     kernels_skipped += (skipped and kernels == "changed"
@@ -265,22 +267,6 @@ def _timed_kernel(name: str) -> bool:
     """A TileLang or Triton case of a time or energy suite (the --kernels policy's)."""
     timed = ".track_time(" in name or ".track_energy(" in name
     return timed and not name.endswith(f", '{BASELINE}')")
-
-
-def benchmarks_started(path: Path, since: float) -> set[str]:
-    """The benchmarks of an asv results file that started at or after ``since``."""
-    from kperf.gate.asvio import ResultsFileError
-
-    try:
-        results = json.loads(path.read_text())
-        if not since:
-            return set(results["results"])
-        column = results["result_columns"].index("started_at")
-        return {name for name, row in results["results"].items()
-                if len(row) > column and row[column] is not None
-                and row[column] >= since * 1000.0}
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ResultsFileError(path, f"no start times: {err}") from err
 
 
 if __name__ == "__main__":

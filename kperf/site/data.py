@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import itertools
 import json
 import math
 import statistics
@@ -20,6 +19,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kperf import results
 
 RECORD_SCHEMAS = {"kperf-record-1": 1, "kperf-record-2": 2}
 GATE_SCHEMAS = ("kperf-gate-1", "kperf-gate-2")
@@ -221,8 +222,6 @@ def read_results(results_dir: Path, notes: Notes
     machines: dict[str, dict[str, Any]] = {}
     files: list[ResultFile] = []
     benchmarks: dict[str, Any] = {}
-    if not results_dir.is_dir():
-        return machines, files, benchmarks
     bj = results_dir / "benchmarks.json"
     if bj.exists():
         try:
@@ -232,36 +231,15 @@ def read_results(results_dir: Path, notes: Notes
         except (ValueError, OSError) as err:
             notes.add("results/benchmarks.json", f"cannot be read ({err})")
             benchmarks = {}
-    for mdir in sorted(p for p in results_dir.iterdir() if p.is_dir()):
-        mj = mdir / "machine.json"
-        if not mj.exists():
-            continue  # not a machine folder (e.g. kept records)
-        try:
-            info = json.loads(mj.read_text())
-            name = info["machine"]
-            if not isinstance(name, str):
-                raise ValueError("no machine name")
-        except (ValueError, KeyError, TypeError, OSError) as err:
-            notes.add(f"results/{mdir.name}/machine.json", f"cannot be read ({err}): its "
-                                                           "results are skipped")
+    for info, found in results.read_dir(results_dir, notes.add):
+        machines[info["machine"]] = info
+        label = f"results/{found.path.parent.name}/{found.path.name}"
+        if not found.commit:
+            notes.add(label, "cannot be read (it names no commit_hash): skipped")
             continue
-        machines[name] = info
-        for path in sorted(mdir.glob("*.json")):
-            if path.name == "machine.json":
-                continue
-            label = f"results/{mdir.name}/{path.name}"
-            try:
-                data = json.loads(path.read_text())
-                cols = data["result_columns"]
-                results = {bench: dict(zip(cols, row, strict=False))
-                           for bench, row in data["results"].items()}
-                files.append(ResultFile(machine=name, commit=str(data["commit_hash"]),
-                                        env_name=str(data.get("env_name") or ""),
-                                        date=int(data.get("date") or 0), label=label,
-                                        results=results,
-                                        params=dict(data.get("params") or {})))
-            except (ValueError, KeyError, TypeError, AttributeError, OSError) as err:
-                notes.add(label, f"cannot be read ({type(err).__name__}: {err}): skipped")
+        files.append(ResultFile(machine=info["machine"], commit=found.commit,
+                                env_name=found.env_name, date=found.date, label=label,
+                                results=found.rows, params=found.params))
     return machines, files, benchmarks
 
 
@@ -293,32 +271,16 @@ class Point:
         return "ok"
 
 
-def _column(row: dict[str, Any], name: str, i: int) -> Any:
-    col = row.get(name)
-    if isinstance(col, list) and i < len(col):
-        return col[i]
-    return None
-
-
 def points_of(rf: ResultFile, bench: str, benchmarks: dict[str, Any]) -> list[Point]:
     row = rf.results.get(bench)
     if not row:
         return []
-    raw_params = row.get("params") or []
-    values = row.get("result")
-    if not isinstance(values, list):
-        values = [values]
-    names = param_names(benchmarks, bench, len(raw_params))
-    combos = list(itertools.product(*raw_params)) if raw_params else [()]
-    out = []
-    for i, combo in enumerate(combos):
-        value = values[i] if i < len(values) else float("nan")
-        samples = _column(row, "samples", i)
-        out.append(Point(params={n: _literal(v) for n, v in zip(names, combo, strict=False)},
-                         value=value, q25=_column(row, "stats_q_25", i),
-                         q75=_column(row, "stats_q_75", i),
-                         n_samples=len(samples) if isinstance(samples, list) else None))
-    return out
+    cases = results.cases_of(bench, row)
+    names = param_names(benchmarks, bench, len(row.get("params") or []))
+    return [Point(params={n: _literal(v) for n, v in zip(names, c.params, strict=False)},
+                  value=c.value, q25=c.q25, q75=c.q75,
+                  n_samples=len(c.samples) if isinstance(c.samples, list) else None)
+            for c in cases]
 
 
 # --------------------------------------------------------------------------- gate reports

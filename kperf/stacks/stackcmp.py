@@ -40,15 +40,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kperf import project
+from kperf import project, results
 from kperf.config import ConfigError
 from kperf.gate import asvio, report
-from kperf.gate.asvio import ResultsFileError
 from kperf.gate.config import Thresholds
 from kperf.gate.errors import EXIT_BROKEN, EXIT_GATE_ERROR, EXIT_INCONCLUSIVE, STATUS, GateError
 from kperf.gate.model import Block, CaseData, Verdict
 from kperf.gate.sequential import exit_code, finalise, replay
 from kperf.paths import inside
+from kperf.results import ResultsFileError
 
 REPORT_TITLE = "### Stack comparison"
 
@@ -81,14 +81,11 @@ def stack_files(results_dir: Path, commit: str, hash_length: int) -> list[StackF
     """Every results file of ``commit`` under ``results_dir``, any machine or env."""
     out = []
     for path in sorted(results_dir.glob(f"*/{commit[:hash_length]}-*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ResultsFileError(path, f"not valid JSON ({err})") from err
-        params = {str(k): str(v) for k, v in (data.get("params") or {}).items()}
+        found = results.load(path)
+        params = {str(k): str(v) for k, v in found.params.items()}
         # an environment's env_nobuild variables (a gfx942 toolchain): asv's "env-NAME"
-        params |= {f"env-{k}": str(v) for k, v in (data.get("env_vars") or {}).items()}
-        out.append(StackFile(path, path.parent.name, str(data.get("env_name", "")), params))
+        params |= {f"env-{k}": str(v) for k, v in found.env_vars.items()}
+        out.append(StackFile(path, path.parent.name, found.env_name, params))
     return out
 
 
