@@ -96,9 +96,10 @@ def load(path: Path) -> ResultsFile:
     try:
         columns, results = data["result_columns"], data["results"]
         rows = {bench: dict(zip(columns, row, strict=False)) for bench, row in results.items()}
-        return ResultsFile(path, str(data.get("commit_hash") or ""), str(data.get("env_name") or ""),
-                           int(data.get("date") or 0), dict(data.get("params") or {}),
-                           dict(data.get("env_vars") or {}), rows)
+        return ResultsFile(path, str(data.get("commit_hash") or ""),
+                           str(data.get("env_name") or ""), int(data.get("date") or 0),
+                           dict(data.get("params") or {}), dict(data.get("env_vars") or {}),
+                           rows)
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         raise ResultsFileError(path, f"missing or malformed {err}") from err
 
