@@ -1,7 +1,7 @@
 """asv's results files (format 2), the one reader the gate, the site and the main job share.
 
-A file is read with asv's own ``util.load_json`` at asv's ``Results.api_version``, so a file
-of another format is refused as asv refuses it; a row becomes one ``CaseResult`` per
+A file of another format than asv 0.6's (``"version": 2``) is refused, as asv's own
+``Results.load`` refuses it; a row becomes one ``CaseResult`` per
 parameter combination, as asv expands them. Every failure is a ``ResultsFileError`` naming
 the file.
 """
@@ -9,6 +9,7 @@ the file.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -82,17 +83,16 @@ class ResultsFile:
             yield from cases_of(benchmark, row)
 
 
-def load(path: Path) -> ResultsFile:
-    from asv import util
-    from asv.results import Results
+FORMAT = 2  # asv.results.Results.api_version of the pinned asv
 
+
+def load(path: Path) -> ResultsFile:
     try:
-        data = util.load_json(str(path), Results.api_version)
-    except util.UserError as err:
-        raise ResultsFileError(path, f"not an asv results file (format "
-                                     f"{Results.api_version}): {err}") from err
+        data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise ResultsFileError(path, f"unreadable, truncated or corrupt ({err})") from err
+    if not isinstance(data, dict) or data.get("version") != FORMAT:
+        raise ResultsFileError(path, f"not an asv results file (format version {FORMAT})")
     try:
         columns, results = data["result_columns"], data["results"]
         rows = {bench: dict(zip(columns, row, strict=False)) for bench, row in results.items()}
@@ -124,17 +124,15 @@ def read_dir(results_dir: Path, skipped: Callable[[str, str], None]
 
 
 def _machine_info(mdir: Path, skipped: Callable[[str, str], None]) -> dict[str, Any] | None:
-    from asv import util
-
     path = mdir / "machine.json"
     if not path.exists():
         return None  # not a machine folder (e.g. kept records)
     try:
-        info = util.load_json(str(path))
+        info = json.loads(path.read_text())
         if not isinstance(info.get("machine"), str):
             raise ValueError("no machine name")
         return info
-    except (util.UserError, ValueError, AttributeError, OSError) as err:
+    except (ValueError, AttributeError, OSError) as err:
         skipped(f"results/{mdir.name}/machine.json", f"cannot be read ({err}): its results "
                                                      "are skipped")
         return None

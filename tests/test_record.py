@@ -73,10 +73,11 @@ def test_a_record_under_the_limit_is_whole(tmp_path: Path, monkeypatch: pytest.M
     path = record.write_record("bench_x.XTime.track_time", {"case": "c"}, {"samples": [1.0]},
                                root=tmp_path)
     assert path.parent == tmp_path / "m1" / "abcdef01-env" / "bench_x.XTime.track_time"
-    assert record.read_records(tmp_path) == [{
-        "schema": "kperf-record-2", "benchmark": "bench_x.XTime.track_time",
-        "params": {"case": "c"}, "machine": "m1", "commit": "abcdef0123456789",
-        "env_name": "env", "samples": [1.0]}]
+    (rec,) = record.read_records(tmp_path)
+    assert rec.pop("kperf").startswith("kperf ")  # the instrument that wrote it
+    assert rec == {"schema": "kperf-record-2", "benchmark": "bench_x.XTime.track_time",
+                   "params": {"case": "c"}, "machine": "m1", "commit": "abcdef0123456789",
+                   "env_name": "env", "samples": [1.0]}
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
 
 

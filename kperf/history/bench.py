@@ -171,7 +171,7 @@ def working_tree_notes(proj: project.Project, sha: str) -> list[str]:
     if benches:
         notes.append(f"benchmarks/ is read from the working tree for every commit: its "
                      f"uncommitted {', '.join(benches[:5])} are used")
-    if proj.ops_measured:
+    if proj.ops_measured and proj.ops_dir.is_dir():
         listed = subprocess.run(["git", "ls-tree", "-d", "--name-only", f"{sha}:"
                                  f"{proj.ops_dir.relative_to(root).as_posix()}"], cwd=root,
                                 capture_output=True, text=True).stdout.split()
