@@ -27,8 +27,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 # kperf itself, from this working tree (editable: the `kperf` command and every asv
 # environment run the code here; kperf/history/asvrun.py links it into them)
-if ! .venv/bin/python -c "import kperf.cli" 2>/dev/null \
-    || [ "$(.venv/bin/python -c 'import kperf, pathlib; print(pathlib.Path(kperf.__file__).parent.parent)')" != "$PWD" ]; then
+# (checked from another folder: from here, `import kperf` would find this tree uninstalled)
+root=$PWD
+if [ ! -x .venv/bin/kperf ] || [ "$(cd / && "$root/.venv/bin/python" -c \
+    'import kperf, pathlib; print(pathlib.Path(kperf.__file__).parent.parent)' 2>/dev/null)" \
+    != "$root" ]; then
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps \
     --no-build-isolation -e . >/dev/null
 fi
