@@ -185,3 +185,19 @@ def test_a_short_compile_keeps_its_figures_apart() -> None:
                                 verdicts)
     assert codegen.cause_line(kernel).endswith(
         "cold compile INCONCLUSIVE x1.12 (0.116 → 0.123 CPU s)")
+
+
+def test_registers_that_cost_nothing_say_their_headroom_and_small_scratch_reads_in_bytes(
+        ) -> None:
+    """Issue 49: a register move at unchanged occupancy names the room left ("... of ...
+    VGPRs for N waves"); 16 bytes of scratch read "16 B", never "0.0 KB"."""
+    base = {**DATA["kernels"][f"{GFX} [clang19]"]["base"], "code_sha": "a" * 16}
+    head = {**base, "code_sha": "b" * 16, "registers": base["registers"] + 4,
+            "scratch_bytes": 16}
+    case = _case(GFX, "gfx942", chain="clang19")
+    (kernel,) = codegen.kernels([case], _rows(case, base, head), [_v(case)])
+    line = codegen.cause_line(kernel)
+    assert f"VGPRs {base['registers']} → {base['registers'] + 4}" in line
+    assert "scratch 0 KB → 16 B" in line
+    assert f"occupancy unchanged: {base['registers'] + 4} of " in line
+    assert f"VGPRs for {base['occupancy']:g} waves" in line

@@ -234,7 +234,8 @@ def test_stackcmp_flags_a_slower_stack_like_the_gate(two_stacks: dict) -> None:
     assert by_case["GemmTime"]["verdict"] == "SLOW"
     assert by_case["GemmTime"]["ratio"] == pytest.approx(1.3, rel=0.01)
     assert by_case["GemmRegisters"]["verdict"] == "SLOW"
-    assert by_case["GemmRegisters"]["reason"] == "static figure: exact comparison"
+    # asv's results give the count alone, not the kernel's occupancy: not forgiven
+    assert by_case["GemmRegisters"]["reason"].startswith("costs: unknown")
     assert code == 1 and report["exit_code"] == 1 and report["status"] == "REGRESSION"
     assert report["schema"] == "kperf-gate-2"
     md = (two_stacks["out"] / "stackcmp.md").read_text()

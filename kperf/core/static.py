@@ -275,3 +275,26 @@ def figure(artifacts: dict[str, Any], vendor: str, name: str, what: str) -> floa
         have = sorted(k for k in artifacts if k != "config")
         raise FigureUnavailable(f"{what}: {name} cannot be read from {have}")
     return values[name]
+
+
+def register_headroom(figures: dict[str, Any], amd: bool) -> str:
+    """How many registers the kernel may use at its occupancy: "252 of 256 VGPRs for 2
+    waves" (gfx942; sm_90a: registers a thread for warps per scheduler); '' where the
+    figures do not say."""
+    try:
+        regs, waves = int(figures["registers"]), figures["occupancy"]
+        threads, shared = int(figures["threads"]), int(figures.get("shared_bytes") or 0)
+    except (KeyError, TypeError, ValueError):
+        return ""
+    if not waves:
+        return ""
+    if amd:
+        from kperf.core.codeobj import VGPRS_PER_SIMD_LANE, occupancy
+
+        sgprs = int(figures.get("sgprs") or 0)
+        most = max((v for v in range(regs, VGPRS_PER_SIMD_LANE + 1)
+                    if occupancy(v, sgprs, shared, threads)[0] >= waves), default=regs)
+        return f"{regs} of {most} VGPRs for {waves:g} waves"
+    most = max((r for r in range(regs, 256)
+                if nvidia_occupancy(r, threads, shared)[0] >= waves), default=regs)
+    return f"{regs} of {most} registers a thread for {waves:g} warps a scheduler"

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kperf.core.static import register_headroom
 from kperf.gate.model import Verdict
 
 ORDER = {"BROKEN": 0, "SLOW": 1, "INCONCLUSIVE": 2, "FAST": 3, "SAME": 4}
@@ -87,6 +88,9 @@ def kernels(cases: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]],
 
 
 def _kb(x: Any) -> str:
+    """KB, or bytes under 1 KB (16 bytes of scratch never read as "0.0 KB")."""
+    if 0 < abs(float(x)) < 1024:
+        return f"{int(x)} B"
     kb = float(x) / 1024
     return f"{kb:g} KB" if kb.is_integer() else f"{kb:.1f} KB"
 
@@ -182,7 +186,11 @@ def cause_line(kernel: Kernel) -> str:
         return lead + f"{target} unchanged" + (f"; {compiled}" if compiled else "")
     occupancy, named = occupancy_change(kernel.base, kernel.head, kernel.target)
     moved = figure_changes(kernel.base, kernel.head, kernel.target, named)
-    parts = [p for p in [occupancy, *moved, compiled] if p]
+    room = "" if occupancy or not any(
+        kernel.base.get(k) != kernel.head.get(k) for k in ("registers", "shared_bytes")) \
+        else register_headroom(kernel.head, kernel.target.startswith("gfx"))
+    parts = [p for p in [occupancy, *moved, room and f"occupancy unchanged: {room}", compiled]
+             if p]
     return lead + ("; ".join(parts) if parts else
                    f"{target} changed, no figure moved (the instructions differ)")
 

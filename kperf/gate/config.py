@@ -35,6 +35,9 @@ class KernelClass:
     sd_floor: float = 0.0  # the smallest round-to-round spread (of log ratios) believed
     pair_offset_sd: float = 0.0  # spread of the offsets of pairs of worker processes
     exact: bool = False
+    # exact, but a move the bad way is SLOW only where it costs (occupancy falls, spills or
+    # scratch grow, cannot launch); else SAME, "changed", with the headroom (docs/gate.md)
+    slow_only_with_cost: bool = False
     same_ratio: float | None = None  # SAME's band where wider than min_ratio (None: min_ratio)
     level_by_placement: bool = False  # a block's figure: the mean of its placed copies' medians
     placements: int | None = None  # its blocks' copies (None: sequential.placements)
@@ -210,7 +213,8 @@ def _at_cap_class(path: Path, name: str, classes: dict[str, KernelClass]) -> str
 
 def _klass(name: str, spec: dict[str, Any]) -> KernelClass:
     if spec.get("exact"):
-        return KernelClass(name, exact=True)
+        return KernelClass(name, exact=True,
+                           slow_only_with_cost=bool(spec.get("slow_only_with_cost", False)))
     same = spec.get("same_ratio")
     return KernelClass(name, float(spec["min_ratio"]), float(spec["sd_floor"]),
                        float(spec.get("pair_offset_sd", 0.0)),

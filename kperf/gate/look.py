@@ -13,8 +13,10 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kperf.core import stats
+from kperf.core.static import register_headroom
 from kperf.gate.config import KernelClass, Thresholds, mostly_capped
 from kperf.gate.model import (
     SIDES,
@@ -178,14 +180,14 @@ def assess(data: CaseData, th: Thresholds, upto: int | None) -> Verdict | _Teste
     v.after = statistics.median(h.level(placed) for _, h in pairs)
     v.ratio = v.after / v.before if v.before else None
     if klass.exact:
-        return _exact(v, pairs)
+        return _exact(v, pairs, klass)
     if len(pairs) < th.sequential.min_rounds:
         v.reason = f"{len(pairs)} of at least {th.sequential.min_rounds} rounds measured"
         return v
     return _tested(v, pairs, th, klass, data, upto)
 
 
-def _exact(v: Verdict, pairs: Sequence[tuple[Block, Block]]) -> Verdict:
+def _exact(v: Verdict, pairs: Sequence[tuple[Block, Block]], klass: KernelClass) -> Verdict:
     before = {b.level() for b, _ in pairs}
     after = {h.level() for _, h in pairs}
     v.decided = True
@@ -196,7 +198,41 @@ def _exact(v: Verdict, pairs: Sequence[tuple[Block, Block]]) -> Verdict:
     raw = "SAME" if h == b else ("SLOW" if h > b else "FAST")
     v.verdict = flip(raw, v.higher_is_better)
     v.reason = "" if raw == "SAME" else "static figure: exact comparison"
+    if v.verdict == "SLOW" and klass.slow_only_with_cost:
+        cost = static_cost(pairs[-1][0].figures, pairs[-1][1].figures)
+        if not cost.startswith("costs"):
+            v.verdict, v.reason = "SAME", cost
+        else:
+            v.reason = cost
     return v
+
+
+def static_cost(base: dict[str, Any] | None, head: dict[str, Any] | None) -> str:
+    """What a resource that grew costs its kernel: "costs: occupancy 2 → 1" (the
+    occupancy fell, spills or scratch grew, it cannot launch), else "changed, ..." with the
+    headroom left at its occupancy; "costs: ..." too where the figures do not say."""
+    if not base or not head:
+        return "costs: unknown (a side's figures are not recorded)"
+    num = _figure
+    costs = [f"{what} {num(base, key):g} → {num(head, key):g}" for key, what in (
+        ("vgpr_spills", "VGPR spills"), ("sgpr_spills", "SGPR spills"),
+        ("scratch_bytes", "scratch bytes")) if num(head, key) > num(base, key)]
+    if "occupancy" not in base or "occupancy" not in head:
+        return "costs: unknown (no occupancy recorded)"
+    if num(head, "occupancy") < num(base, "occupancy"):
+        costs.insert(0, f"occupancy {num(base, 'occupancy'):g} → {num(head, 'occupancy'):g}"
+                        f" ({head.get('occupancy_limit') or '?'})")
+    if costs:
+        return "costs: " + ", ".join(costs)
+    amd = "sgprs" in head  # gfx942's figures count SGPRs; sm_90a's do not
+    room = register_headroom(head, amd)
+    return (f"changed, no cost: occupancy {num(head, 'occupancy'):g} unchanged"
+            + (f"; {room}" if room else ""))
+
+
+def _figure(figures: dict[str, Any], key: str) -> float:
+    value = figures.get(key)
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _tested(v: Verdict, pairs: Sequence[tuple[Block, Block]], th: Thresholds,

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from kperf.gate import codegen
+from kperf.gate.look import static_cost
 from kperf.site import data
 
 CODE = re.compile(r"^(bench_\w+\.\w+?)(?:(?:Registers|Scratch|SharedMem|Occupancy|CodeSize)"
@@ -63,5 +64,8 @@ def explain(step: Any, idx: int, history: Any) -> None:
         step.why = "the device code is the same on both sides: the compiler's own time moved"
     else:
         step.cause, step.why = "code", "the generated code changed"
+        cost = static_cost(*figures)
+        if not compiled and not cost.startswith("costs"):
+            step.why += f"; {cost} (the gate's rule: red only where it costs)"
     step.text = line
     step.id = data.point_id(f"{step.machine}|{step.series}|{step.after.commit}")

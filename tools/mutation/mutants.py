@@ -52,6 +52,7 @@ def _m(name: str, path: str, original: str, mutated: str, tests: tuple[str, ...]
     return Mutant(name, path, original, mutated, tests, breaks)
 
 
+COSTS = "tests/test_gate_costs.py"
 MODEL = "kperf/gate/model.py"
 LOOK = "kperf/gate/look.py"
 STATS = "kperf/core/stats.py"
@@ -323,5 +324,16 @@ MUTANTS: tuple[Mutant, ...] = (
        "steps = math.ceil(round(bound / self.step, 9))",
        "steps = math.floor(round(bound / self.step, 9))", (HISTORY,),
        "a threshold rounded below its spread's bound"),
+    _m("cost-rule-ignored", LOOK,
+       'if v.verdict == "SLOW" and klass.slow_only_with_cost:',
+       'if v.verdict == "SLOW" and False:', (COSTS,),
+       "four registers at unchanged occupancy a red check"),
+    _m("occupancy-fall-not-a-cost", LOOK,
+       'if num(head, "occupancy") < num(base, "occupancy"):',
+       'if num(head, "occupancy") < num(base, "occupancy") - 1:', (COSTS,),
+       "registers that cost a wave read as 'changed, no cost'"),
+    _m("spills-not-a-cost", LOOK, "if num(head, key) > num(base, key)]",
+       "if num(head, key) > num(base, key) + 8]", (COSTS,),
+       "new spills at unchanged occupancy read as 'changed, no cost'"),
     *(Mutant(*row) for row in mutants_codegen.ROWS),
 )
