@@ -43,6 +43,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "stacks": ("kperf.stacks.matrix", "the same commit under other Triton / TileLang / ROCm "
                                       "releases (asv's matrix)"),
     "compare-stacks": ("kperf.stacks.stackcmp", "judge two stacks' results like a PR"),
+    "upgrade": ("kperf.stacks.upgrade", "before you upgrade Triton, TileLang or a gfx942 "
+                                        "toolchain: what it does to every kernel's code"),
     "toolchain": ("kperf.toolchains", "fetch and check the pinned gfx942 "
                                                  "toolchains"),
     "bundle": ("kperf.stacks.offline_bundle", "what an offline GPU runner needs, as one "

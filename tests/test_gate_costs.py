@@ -80,3 +80,47 @@ def test_occupancy_and_scratch_stay_exact_whatever_the_headroom(th) -> None:
         CaseData(scratch, unit="bytes", blocks=[Block("base", 1, value=0.0),
                                                 Block("head", 1, value=16.0)])], th)
     assert [v.verdict for v in verdicts] == ["SLOW", "SLOW"]
+
+
+class _Records:
+    """A published history as codesteps reads it: each commit's codegen figures."""
+
+    def __init__(self, figures: dict[str, dict], values: dict[str, float]) -> None:
+        self.figures, self.values = figures, values
+
+    def value(self, machine: str, commit: str, bench: str, idx: int, graph: object) -> float:
+        return self.values[commit]
+
+    def files_of(self, machine: str, commit: str, graph: object) -> list:
+        return []
+
+    def records_in(self, key: str, envs: object) -> list[dict]:
+        commit = key.split("|")[1]
+        return [{"figures": {**self.figures[commit], "code_sha": commit}, "recorded_at": 1}]
+
+
+def _history_step(base: dict, head: dict, benchmark: str) -> object:
+    from kperf.site import codesteps
+    from kperf.site.steps import Side, Step
+
+    step = Step(series=benchmark, machine="m", time_benchmark=benchmark,
+                params={"target": "gfx942", "dtype": "fp16", "backend": "tilelang"},
+                before=Side("a" * 40), after=Side("b" * 40), revision=2)
+    history = _Records({"a" * 40: base, "b" * 40: head},
+                       {"a" * 40: float(base["registers"]), "b" * 40: float(head["registers"])})
+    codesteps.explain(step, 0, history)
+    return step
+
+
+def test_the_historys_flags_follow_the_same_rule() -> None:
+    """A register step at the same occupancy is "changed, no cost" on the regressions page
+    (not the code's regression, in red); one that lowers the occupancy stays the code's."""
+    from kperf.site.steps import summary
+
+    bench = "bench_attention.AttentionRegisters.track_value"
+    quiet = _history_step(gfx942(244), gfx942(252), bench)
+    assert quiet.cause == "no-cost", (quiet.cause, quiet.why)
+    assert "252 of 256 VGPRs for 2 waves" in quiet.why and "changed, no cost" in summary(quiet)
+    costly = _history_step(gfx942(252), gfx942(260), bench)
+    assert costly.cause == "code" and costly.why == "the generated code changed"
+    assert costly.text.startswith("occupancy 2 → 1 waves"), costly.text

@@ -294,7 +294,11 @@ def register_headroom(figures: dict[str, Any], amd: bool) -> str:
         sgprs = int(figures.get("sgprs") or 0)
         most = max((v for v in range(regs, VGPRS_PER_SIMD_LANE + 1)
                     if occupancy(v, sgprs, shared, threads)[0] >= waves), default=regs)
-        return f"{regs} of {most} VGPRs for {waves:g} waves"
+        return f"{regs} of {most} VGPRs for {_plural(waves, 'wave')}"
     most = max((r for r in range(regs, 256)
                 if nvidia_occupancy(r, threads, shared)[0] >= waves), default=regs)
-    return f"{regs} of {most} registers a thread for {waves:g} warps a scheduler"
+    return f"{regs} of {most} registers a thread for {_plural(waves, 'warp')} a scheduler"
+
+
+def _plural(count: float, word: str) -> str:
+    return f"{count:g} {word}" + ("" if count == 1 else "s")

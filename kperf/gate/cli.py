@@ -312,7 +312,9 @@ def info_of(state: dict[str, Any], verdicts: list[Verdict], th: Thresholds) -> d
               f"{rounds} rounds used; looks after {seq.min_rounds}-{seq.max_rounds}; "
               f"SLOW/FAST re-measured by fresh workers){held_classes(verdicts, th)}")
     if kinds and "time" not in kinds:
-        design = ("base and head built side by side; their device code's static figures "
+        design = ("base and head built side by side" + (", each with its stack's compilers"
+                                                         if state.get("stacks") else "")
+                  + "; their device code's static figures "
                   "compared exactly" + (f"; cold compiles to a device binary, by their "
                                         f"CPU seconds: {design}"
                                         if "compile" in kinds else ""))
@@ -322,7 +324,8 @@ def info_of(state: dict[str, Any], verdicts: list[Verdict], th: Thresholds) -> d
             "stopped": state.get("stopped", ""), "wall_s": state.get("wall_s"),
             "correction": {"bh": "Benjamini-Hochberg", "holm": "Holm"}[th.correction],
             "alpha": th.alpha, "beta": th.beta, "thresholds": str(th.path),
-            "multi_env": len({v.env for v in verdicts}) > 1}
+            "multi_env": len({v.env for v in verdicts}) > 1,
+            **({"stacks": state["stacks"]} if state.get("stacks") else {})}
 
 
 def _interrupt_on_sigterm() -> None:
@@ -427,7 +430,8 @@ def plan_of(state: dict[str, Any], repo: Path, pr_dir: Path) -> GatePlan:
                     state["machine"], state["cases"],
                     [Lane(**lane) for lane in state["lanes"]], state.get("label", ""),
                     ops=list(state.get("ops", [])), every_case=bool(state.get("every_case")),
-                    not_here=dict(state.get("not_here") or {}))
+                    not_here=dict(state.get("not_here") or {}),
+                    stacks=dict(state.get("stacks") or {}))
 
 
 def fail(out_dir: Path, message: str, code: int, label: str) -> int:

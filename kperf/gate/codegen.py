@@ -69,8 +69,11 @@ def kernels(cases: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]],
         if case.get("kind") not in ("static", "compile"):
             continue
         spec = case.get("spec") or {}
+        chain = case.get("toolchain")
+        if chain and case.get("toolchain_head", chain) != chain:  # an upgrade's toolchain
+            chain = f"{chain} → {case['toolchain_head']}"
         ident = (*(str(spec.get(k, "")) for k in ("op", "case", "dtype", "backend")),
-                 str(case.get("target", "")), case.get("toolchain"))
+                 str(case.get("target", "")), chain)
         by_case[case["name"]] = found.setdefault(ident, Kernel(*ident))
     for row in rows:
         kernel = by_case.get(row["case"])

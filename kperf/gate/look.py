@@ -198,12 +198,13 @@ def _exact(v: Verdict, pairs: Sequence[tuple[Block, Block]], klass: KernelClass)
     raw = "SAME" if h == b else ("SLOW" if h > b else "FAST")
     v.verdict = flip(raw, v.higher_is_better)
     v.reason = "" if raw == "SAME" else "static figure: exact comparison"
-    if v.verdict == "SLOW" and klass.slow_only_with_cost:
-        cost = static_cost(pairs[-1][0].figures, pairs[-1][1].figures)
-        if not cost.startswith("costs"):
-            v.verdict, v.reason = "SAME", cost
-        else:
-            v.reason = cost
+    if v.verdict != "SLOW":
+        return v
+    cost = static_cost(pairs[-1][0].figures, pairs[-1][1].figures)
+    if klass.slow_only_with_cost and not cost.startswith("costs"):
+        v.verdict, v.reason = "SAME", cost
+    elif klass.slow_only_with_cost or not cost.startswith("costs: unknown"):
+        v.reason = cost  # what it costs, in the code's terms, where the figures say
     return v
 
 

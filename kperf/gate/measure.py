@@ -151,7 +151,7 @@ class Measurer:
             try:
                 figures = self.pairs.client(lane, side, static=True).request(
                     {"op": "static", "spec": case["spec"], "target": case["target"],
-                     **({"toolchain": case["toolchain"]} if case.get("toolchain") else {})},
+                     **toolchain_of(case, side)},
                     PREPARE_TIMEOUT_S)
                 value = figures["figures"].get(case["figure"])
                 block = (Block(side, 1, value=float(value),
@@ -174,7 +174,7 @@ class Measurer:
             reply = self.pairs.client(lane, side, static=True, generation=generation).request(
                 {"op": "compile", "spec": case["spec"], "target": case["target"],
                  "repeat": COMPILE_SAMPLES,
-                 **({"toolchain": case["toolchain"]} if case.get("toolchain") else {})},
+                 **toolchain_of(case, side)},
                 PREPARE_TIMEOUT_S)
             block = Block(side, round_, samples=list(reply["samples"]), confirm=confirm,
                           generation=generation, figures={"code_sha": reply.get("code_sha"),
@@ -371,3 +371,10 @@ class Run:
                 join([pool.submit(self.round, lane, first + offset,
                                   [n for n in lane.cases if n in waiting], True)
                       for lane in self.plan.lanes])
+
+
+def toolchain_of(case: dict[str, Any], side: str) -> dict[str, str]:
+    """The gfx942 toolchain a side compiles a case's TileLang HIP source with (an upgrade
+    report's head: ``toolchain_head``, the candidate), as a request's field; {} for none."""
+    chain = (side == "head" and case.get("toolchain_head")) or case.get("toolchain")
+    return {"toolchain": chain} if chain else {}

@@ -48,12 +48,21 @@ class GatePlan:
     every_case: bool = False  # measure the cases of unchanged kernels too
     # {target/backend[/toolchain]: why this machine cannot build it}: cases left out
     not_here: dict[str, str] = field(default_factory=dict)
+    # an upgrade report (kperf/stacks/upgrade.py): {side: its stack}, one commit on both
+    # sides, each side's compilers its stack's ("site": packages put first on its path)
+    stacks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def state(self) -> dict[str, Any]:
         return {"schema": STATE_SCHEMA, "base": self.base, "head": self.head,
                 "base_how": self.base_how, "machine": self.machine, "cases": self.cases,
                 "lanes": [asdict(lane) for lane in self.lanes], "label": self.label,
-                "ops": self.ops, "every_case": self.every_case, "not_here": self.not_here}
+                "ops": self.ops, "every_case": self.every_case, "not_here": self.not_here,
+                **({"stacks": self.stacks} if self.stacks else {})}
+
+    def stack_site(self, side: str) -> list[str]:
+        """The folder a side's stack puts before the interpreter's packages, if any."""
+        site = self.stacks.get(side, {}).get("site")
+        return [site] if site else []
 
     def without_kernels(self, keys: Collection[str]) -> GatePlan:
         """This plan less the cases whose kernel (``kernel_key``) is in ``keys``."""

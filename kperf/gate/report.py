@@ -146,9 +146,9 @@ def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any], max_r
     the generated code's, kperf/gate/codegen.py), then the table of the measured cases;
     the cases left unmeasured (their kernel's code the same at base and head) are counted
     under it, and listed in gate.json."""
-    title = "### Performance gate" + (f" — {md(info['label'])}" if info.get("label") else "")
-    how = (f"base {commit(info['base'])} ({md(info['base_how'])}) → head {commit(info['head'])} "
-           f"on {md(info['machine'])}; {info['design']}. False alarms: at most "
+    title = (("### Before you upgrade" if info.get("stacks") else "### Performance gate")
+             + (f" — {md(info['label'])}" if info.get("label") else ""))
+    how = (f"{sides(info)}; {info['design']}. False alarms: at most "
            f"{info['alpha']} over the whole run ({info['correction']} over cases, "
            f"spent over looks); a SAME misses a change at its threshold at most "
            f"{info['beta']} of the time.")
@@ -161,6 +161,19 @@ def markdown(verdicts: Sequence[Verdict], code: int, info: dict[str, Any], max_r
         lines += ["", f"{quiet} case(s) not measured: their kernel's code is the same at base "
                       f"and head (SAME; listed in gate.json)."]
     return "\n".join(lines) + "\n"
+
+
+def sides(info: dict[str, Any]) -> str:
+    """What was set against what, and where: two commits, or (an upgrade report) two
+    stacks at one commit."""
+    where = f"on {md(info['machine'])}"
+    stacks = info.get("stacks")
+    if stacks:
+        return (f"commit {commit(info['head'])} {where}: {md(stacks['base']['label'])} (base) "
+                f"→ {md(stacks['head']['label'])} (head)"
+                + (f" ({md(info['base_how'])})" if info.get("base_how") else ""))
+    return (f"base {commit(info['base'])} ({md(info['base_how'])}) → head "
+            f"{commit(info['head'])} {where}")
 
 
 def report_json(verdicts: Sequence[Verdict], code: int, info: dict[str, Any]) -> dict[str, Any]:

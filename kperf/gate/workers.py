@@ -84,7 +84,8 @@ class Pairs:
         proj = project.of(self.plan.repo)
         env.update(project.environment(proj))
         ops = [] if proj.ops_measured else [proj.import_path()]  # a tracker's own ops
-        return self.make_client(slot=slot, sys_path=[str(self.sites[side]), *ops,
+        return self.make_client(slot=slot, sys_path=[str(self.sites[side]),
+                                                      *self.plan.stack_site(side), *ops,
                                                       *stack_path(self.plan.repo)],
                                 label=f"{side} {getattr(self.plan, side)[:8]}", env=env,
                                 packages=proj.code_packages())

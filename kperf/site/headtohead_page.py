@@ -15,7 +15,8 @@ from kperf.site.pages import template_module
 from kperf.site.steps import Step, latest_by_point
 
 CAUSE_WORDS = {"code": "the code's own", "environment": "the environment's",
-               "none": "no clock change", "unknown": "cause unknown"}
+               "none": "no clock change", "unknown": "cause unknown",
+               "no-cost": "changed, no cost"}
 
 
 def step_short(step: Step) -> str:

@@ -69,7 +69,7 @@ class Step:
     threshold: float | None = None  # asv.conf.json's for this series
     time_ratio: float | None = None
     energy_ratio: float | None = None
-    cause: str = "unknown"  # code | environment | none | unknown
+    cause: str = "unknown"  # code | environment | none | no-cost | unknown
     why: str = ""
     text: str = ""
     id: str = field(default="")
@@ -302,6 +302,8 @@ def summary(step: Step) -> str:
         line = f"{head}: the environment's ({step.why})"
     elif step.cause == "none":
         line = f"{head}: the clock held, not a clock effect"
+    elif step.cause == "no-cost":
+        line = f"{head}: changed, no cost ({step.why})"
     else:
         line = f"{head}: cause unknown ({step.why})"
     burst = burst_change(b.burst_method, a.burst_method) if step.energy_ratio is not None else ""

@@ -86,8 +86,40 @@ def cmd_pr(args: argparse.Namespace) -> int:
     for regex in args.bench or []:
         argv += ["-b", regex]
     code = gate_cli.main(argv)
+    code = upgrade_section(args, out, code)
     _exit_file(out, code)
     return code
+
+
+# the exit codes from the one that must be seen first (kperf/gate/cli.py)
+SEVERITY = (EXIT_GATE_ERROR, 2, 1, 3, 0)
+
+
+def upgrade_section(args: argparse.Namespace, out: Path, code: int) -> int:
+    """Where the pull request changes a compiler's pin (the stack extra of pyproject.toml,
+    the ROCm toolchains), the upgrade report, base's pins against head's at head, appended
+    to gate.md as its own section; the worse of the two exit codes."""
+    from kperf.stacks import upgrade
+
+    try:
+        base = json.loads((out / "gate.json").read_text())["base"]
+        packages, chains = upgrade.pin_changes(args.repo, base)
+    except (OSError, KeyError, ValueError, upgrade.UpgradeError):
+        return code  # the gate's own report says what failed
+    if not packages and not chains:
+        return code
+    folder = out / "upgrade"
+    argv = ["--repo", str(args.repo), "--base-pins", base, "--out", str(folder),
+            "--machine", args.machine, *(f"-b{regex}" for regex in args.bench or [])]
+    if args.pr_dir:
+        argv += ["--pr-dir", str(args.pr_dir.resolve() / "upgrade")]
+    upgraded = upgrade.main(argv)
+    text = (folder / "gate.md").read_text() if (folder / "gate.md").exists() else (
+        f"### Before you upgrade\n\nthe upgrade report failed (exit {upgraded})\n")
+    with (out / "gate.md").open("a") as md:
+        md.write("\n" + text.replace(report.COMMENT_MARKER + "\n", "").replace(
+            "### Before you upgrade", "#### Before you upgrade", 1))
+    return min((code, upgraded), key=SEVERITY.index)
 
 
 def _failed(out: Path, message: str) -> int:
@@ -139,19 +171,36 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         print("codegen runner: cannot build here: " + "; ".join(
             f"{k}: {v}" for k, v in left_out.items()), file=sys.stderr)
         return EXIT_GATE_ERROR
-    code = 0
+    failed = []
     for chain in chains:  # one asv run each: see ``nightly_config``
         path = repo / ".asv" / f"codegen-{chain}.asv.conf.json"
         path.write_text(json.dumps(nightly_config(conf, repo, [chain]), indent=2))
         run_args = ["--config", str(path), "run", args.commits, "--machine",
                     info["machine"], "--record-samples", "--show-stderr", *_bench_args(codegen)]
         rc = asvrun.run_asv(run_args, env, repo).returncode
-        print(f"codegen runner: asv run under {chain}: exit {rc}", flush=True)
-        # asv's 1 for NEW: no new commit; 2: some benchmark failed (recorded)
-        code = max(code, 0 if rc in (0, 1, 2) else rc)
+        print(f"codegen runner: asv run under {chain}: {_how_ended(rc)}", flush=True)
+        # asv's 1 for NEW: no new commit; 2: some benchmark failed (recorded); anything
+        # else (a signal is negative: killed, out of memory, cancelled) lost the run
+        if rc not in (0, 1, 2):
+            failed.append(f"{chain} ({_how_ended(rc)})")
+    if failed:
+        print(f"codegen runner: asv failed under {', '.join(failed)}: its results may be cut "
+              f"short, so nothing of this night is stored", file=sys.stderr)
+        return EXIT_GATE_ERROR
     if args.out:
         collect(repo, conf, info["machine"], args.out.resolve(), args.night, started)
-    return code
+    return 0
+
+
+def _how_ended(rc: int) -> str:
+    if rc < 0:
+        import signal
+
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit {rc}"
 
 
 def _bench_args(regexes: list[str]) -> list[str]:
