@@ -83,6 +83,10 @@ SOURCE = "\n".join([
     _lds("lds_40k", "__launch_bounds__(256)", 10240),
     _lds("lds_64k", "__launch_bounds__(256)", 16384),
     _lds("lds_16k_no_bounds", "", 4096),
+    # work-groups that are not whole waves: 96 threads take 2 waves, 160 take 3 (issue 51:
+    # waves per group rounded down passed every test while every kernel had 64n threads)
+    _lds("lds_16k_96_threads", "__launch_bounds__(96)", 4096),
+    _lds("lds_20k_160_threads", "__launch_bounds__(160)", 5120),
     """extern "C" __global__ void __launch_bounds__(256) lds_8k_dynamic(float* out) {
   extern __shared__ float dyn[];
   __shared__ float fixed[2048];
@@ -98,6 +102,7 @@ SOURCE = "\n".join([
 KERNELS = {"vgpr_pressure", "vgpr_spilling", "vgpr_84", "vgpr_128", "vgpr_agpr", "sgpr_96",
            "sgpr_98", "sgpr_100", "sgpr_102", "sgpr_spilling", "scratch", "lds_2k_1wave",
            "lds_4k_1wave", "lds_16k", "lds_20k", "lds_40k", "lds_64k", "lds_16k_no_bounds",
+           "lds_16k_96_threads", "lds_20k_160_threads",
            "lds_8k_dynamic", "groups_7_waves", "groups_11_waves", "groups_16_waves", "light"}
 OCCUPANCY = "Occupancy [waves/SIMD]"
 

@@ -93,6 +93,23 @@ def test_each_exit_code_from_a_real_run(tmp_path: Path, blocks: dict, code: int,
     assert (tmp_path / "pr" / "gate.md").read_text().startswith(report.COMMENT_MARKER)
 
 
+def test_a_case_wrong_at_head_reads_broken_in_its_row_and_counts_once(tmp_path: Path) -> None:
+    """Issue 51: an off-by-one mask's wrong values at head are the clearest finding; the
+    row says BROKEN and why, and the summary counts each case once."""
+    rc, data, log = gate(make_pr(tmp_path, {
+        REGISTERS: [figure("base", 64.0), figure("head", None, "failed",
+                                                  "RemoteError: WrongResult: max abs error "
+                                                  "0.5 at [0, 4095]")],
+        SHARED: SAME}))
+    assert rc == EXIT_BROKEN, log
+    text = (tmp_path / "pr" / "gate.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| bench\\_gemm.GemmReg"))
+    assert "**BROKEN**: failed at head" in row and "WrongResult" in row, row
+    assert "0 slower, 0 faster, 1 same, 0 inconclusive, 1 broken of 2 cases" in text, text
+    broken = next(c for c in data["cases"] if c["case"] == REGISTERS)
+    assert broken["broke"] is True and "WrongResult" in broken["reason"]
+
+
 def _bad_state(root: Path, field: str, value: object) -> Path:
     return make_pr(root, {REGISTERS: SAME}, **{field: value})
 

@@ -214,6 +214,33 @@ def test_the_old_thresholds_fail_the_same_history(site: dict, tmp_path: Path) ->
         assert series_name(CLASSES[klass][1], energy=True) in flagged
 
 
+def test_a_truncated_results_file_fails_publish_and_the_site_names_it(
+        site: dict, tmp_path: Path) -> None:
+    """Issue 51: a results file cut short (a killed upload, a full disk) is named on the
+    status page and publish exits 1: a nightly must not stay green while a machine's data
+    drops out of the graphs."""
+    import shutil
+
+    from kperf.gate.asvio import load_project_conf
+    from kperf.site import publish as publish_tool
+
+    history = site["history"]
+    results = tmp_path / "results"
+    shutil.copytree(history.repo / ".asv" / "results", results)
+    cut = sorted(p for p in results.glob("*/*.json") if p.name != "machine.json")[-1]
+    cut.write_text(cut.read_text()[:200])
+    conf = load_project_conf(history.repo / "asv.conf.json")
+    mine = tmp_path / "asv.conf.json"
+    mine.write_text(json.dumps(conf | {"results_dir": str(results), "repo": str(history.repo)}))
+    html = tmp_path / "html"
+    assert publish_tool.publish(repo=history.repo, config=mine, html_dir=html,
+                                asset_source=history.assets) == 1
+    status = (html / "kperf" / "index.html").read_text()
+    name = f"results/{cut.parent.name}/{cut.name}"
+    assert "results file(s) could not be read, so their data is missing" in status, status
+    assert name in status
+
+
 def test_a_power_mediated_step_shows_its_cause_on_both_pages(site: dict) -> None:
     history, page = site["history"], site["page"]
     gemm_time, gemm_energy = series_name(POWER_CASE), series_name(POWER_CASE, True)

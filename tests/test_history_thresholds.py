@@ -410,3 +410,39 @@ def test_asvs_step_detection_flags_a_clear_step_and_not_noise() -> None:
     assert ht.detection(0.01, sd, 2, 0.0, draws=60) <= 0.05
     assert ht.detection(0.01, sd, 10, 0.012, draws=60) < ht.detection(0.01, sd, 2, 0.012,
                                                                        draws=60)
+
+
+def _broken_aa(tmp_path: Path, change: str) -> Path:
+    raw = json.loads((REPO / "tests" / "data" / "h200-history-2026-12-03.json").read_text())
+    first = raw["history"][0]
+    if change == "zero":
+        first["first"] = 0
+    elif change == "no-series":
+        del first["series"]
+    else:
+        raw["history"][0] = "not a pair"
+    path = tmp_path / f"{change}.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+@pytest.mark.parametrize("change, said", [
+    ("zero", "field /history/0/first: first must be a positive number"),
+    ("no-series", "field /history/0/series: an A/A pair names its series"),
+    ("not-an-object", "field /history/0: an A/A pair is an object"),
+])
+def test_malformed_aa_data_is_named_not_a_traceback(tmp_path: Path, monkeypatch,
+                                                    capsys, change: str, said: str) -> None:
+    monkeypatch.chdir(REPO)
+    path = _broken_aa(tmp_path, change)
+    assert ht.main(["--from-data", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: {said}" in err, err
+
+
+def test_simulating_a_class_without_a_spread_names_the_known_ones(monkeypatch, capsys) -> None:
+    monkeypatch.chdir(REPO)
+    assert ht.main(["--simulate", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "--simulate nosuch: no spread of that class and measure" in err
+    assert "bandwidth.time" in err

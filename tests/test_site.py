@@ -227,3 +227,35 @@ def test_cli_help_names_the_main_modes() -> None:
     out = subprocess.run([sys.executable, "-m", "kperf.site.publish", "--help"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
     assert "--keep-gate" in out and "--pack-records" in out and "--records" in out
+
+
+@pytest.mark.parametrize("catch_all, said", [
+    (False, r"no rule matches case \"bench_gemm\.GemmOccupancy"),
+    (True, r"no rule marks bench_gemm\.GemmOccupancy\.track_value higher-is-better"),
+])
+def test_a_rule_typo_that_loses_the_occupancy_falls_is_an_error(tmp_path: Path,
+                                                                catch_all: bool,
+                                                                said: str) -> None:
+    """Issue 51: with the occupancy rule's match misspelled, the series match no rule, or
+    a catch-all of a lower-is-better class, and no fall would ever be flagged; publish
+    must say so (it exits 1 with the message on the status page), not go quiet."""
+    from kperf.config import ConfigError
+    from kperf.project import DEFAULTS
+    from kperf.site import falls
+
+    th = json.loads((DEFAULTS / "thresholds.json").read_text())
+    for rule in th["rules"]:
+        rule["match"] = rule["match"].replace("Occupancy", "Ocupancy")
+    if catch_all:
+        th["rules"].append({"match": ".*", "class": "static"})
+    path = tmp_path / "thresholds.json"
+    path.write_text(json.dumps(th))
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "index.json").write_text(json.dumps({"benchmarks": {
+        "bench_gemm.GemmOccupancy.track_value": {"params": [["'gfx942'"], ["'fp16'"],
+                                                            ["'tilelang'"]]}}}))
+    (html / "regressions.json").write_text(json.dumps({"regressions": []}))
+    with pytest.raises(ConfigError, match=said):
+        falls.add_falls(html, {}, path, tmp_path)
+    assert falls.add_falls(html, {}, DEFAULTS / "thresholds.json", tmp_path) == []

@@ -90,7 +90,7 @@ def fmt_rounds(v: Verdict) -> str:
 
 
 def fmt_verdict(v: Verdict) -> str:
-    text = f"**{v.verdict}**"
+    text = "**BROKEN**" if v.broke else f"**{v.verdict}**"  # failed, crashed or wrong at head
     reason = "; ".join(r for r in (v.reason, _class_note(v), _method_note(v)) if r)
     return f"{text}: {md(reason)}" if reason else text
 
@@ -114,7 +114,7 @@ def _moved(verdicts: Sequence[Verdict], verdict: str, word: str) -> str:
 
 
 def summary_line(verdicts: Sequence[Verdict], code: int) -> str:
-    counts = {k: sum(v.verdict == k for v in verdicts) for k in _ORDER}
+    counts = {k: sum(v.verdict == k and not v.broke for v in verdicts) for k in _ORDER}
     broke = sum(v.broke for v in verdicts)
     unchanged = sum(v.unchanged for v in verdicts)
     same = f"{counts['SAME']} same" + (f" ({unchanged} of them not measured: code unchanged)"

@@ -16,6 +16,7 @@ figures leave it out, and it gets its own ``largest``.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -66,16 +67,31 @@ def load_pairs(repo: Path, files: Sequence[str]) -> list[tuple[Pair, bool]]:
         for key, pairs in raw.items():
             if not isinstance(pairs, list):
                 continue
-            for p in pairs:
-                if p.get("code_changed", False):
+            for i, p in enumerate(pairs):
+                if isinstance(p, dict) and p.get("code_changed", False):
                     continue
-                which = p.get("pair", key)
+                which = _checked_pair(path, p, f"/{key}/{i}").get("pair", key)
                 if which not in raw["machines"]:
                     raise ConfigError(path, f"no machine for the set {which!r}",
                                       f"/machines/{which}")
                 out.append((Pair(name, which, raw["machines"][which], p["series"],
                                  float(p["first"]), float(p["second"])), raw["placed"]))
     return out
+
+
+def _checked_pair(path: Path, p: Any, where: str) -> dict[str, Any]:
+    """One A/A pair as a move is computed from it: a series name and two positive values."""
+    if not isinstance(p, dict):
+        raise ConfigError(path, "an A/A pair is an object {series, first, second}", where)
+    if not isinstance(p.get("series"), str) or not p["series"]:
+        raise ConfigError(path, "an A/A pair names its series (\"series\")", f"{where}/series")
+    for side in ("first", "second"):
+        value = p.get(side)
+        if (not isinstance(value, int | float) or isinstance(value, bool)
+                or not math.isfinite(value) or value <= 0):
+            raise ConfigError(path, f"{side} must be a positive number (a time or energy "
+                                    f"per call), not {value!r}", f"{where}/{side}")
+    return p
 
 
 def used_pairs(pairs: Sequence[tuple[Pair, bool]], gate: Thresholds

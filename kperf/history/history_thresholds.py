@@ -74,6 +74,10 @@ def simulation_table(history: History, gate: Thresholds, klass: str = "bandwidth
     CLASS.MEASURE (time by default)."""
     name, _, measure = klass.partition(".")
     measure = measure or "time"
+    if name not in gate.classes or (name, measure) not in history.spreads:
+        known = sorted(f"{c}.{m}" for c, m in history.spreads)
+        raise ValueError(f"--simulate {klass}: no spread of that class and measure in "
+                         f"{history.path}; known: {', '.join(known)}")
     threshold = history.threshold(gate.classes[name], measure)
     sd = history.spreads[(name, measure)].value / 0.954
     steps = [(f"step {k:g} x threshold", k * threshold) for k in (1.2, 2.0, 3.0)]

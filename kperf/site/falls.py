@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -68,18 +69,22 @@ def _one_commit(repo: Path, first: str, second: str) -> bool:
     return out.returncode == 0 and out.stdout.strip() == "1"
 
 
+# an occupancy is the one static figure that is better higher: its falls must be flagged
+OCCUPANCY = re.compile(r"Occupancy\.track_value$")
+
+
 def add_falls(html_dir: Path, conf: dict[str, Any], thresholds_path: Path,
               repo: Path) -> list[str]:
     """Add the falls of every higher-is-better series to ``regressions.json``; returns the
     series flagged. Needs the site asv just published (index.json, graphs/)."""
     from kperf.gate.asvio import asv_threshold
 
+    th = Thresholds.load(thresholds_path)  # a ConfigError naming the file: the caller's
     try:
-        th = Thresholds.load(thresholds_path)
         index = json.loads((html_dir / "index.json").read_text())
         regressions = json.loads((html_dir / "regressions.json").read_text())
-    except (OSError, ValueError, ConfigError):
-        return []  # no site, or no rules: nothing to add (publish notes the rest)
+    except (OSError, ValueError):
+        return []  # no site asv published: nothing to add (publish says so)
     table = conf.get("regressions_thresholds") if isinstance(conf, dict) else None
     all_params = index.get("params") or {}
     to_hash = {int(r): h for r, h in (index.get("revision_to_hash") or {}).items()}
@@ -88,6 +93,11 @@ def add_falls(html_dir: Path, conf: dict[str, Any], thresholds_path: Path,
         combos = list(itertools.product(*bench["params"])) if bench.get("params") else [None]
         probe = f"{name}({', '.join(combos[0])})" if combos[0] else name
         if not th.rule_for(probe)[0].higher_is_better:
+            if OCCUPANCY.search(name):  # never a fall of its own: a rule lost it
+                raise ConfigError(thresholds_path, f"no rule marks {name} higher-is-better "
+                                  f"(its class's rule: {th.rule_for(probe)[1].name}), so an "
+                                  f"occupancy that falls would go unflagged: a typo in a "
+                                  f"rule's \"match\"?", "/rules")
             continue
         for params in index.get("graph_param_list") or []:
             path = html_dir / (_graph_path(params, name) + ".json")

@@ -37,9 +37,14 @@ def _cases(rep: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in rep.get("cases", []) if isinstance(c, dict)]
 
 
+def _verdict(c: dict[str, Any]) -> str:
+    """A case's word: BROKEN where it failed, crashed or was wrong at head."""
+    return "BROKEN" if c.get("broke") is True else str(c.get("verdict", ""))
+
+
 def _case_row(c: dict[str, Any]) -> dict[str, Any]:
     ratio, unit = c.get("ratio"), str(c.get("unit", ""))
-    return {"case": c.get("case"), "env": c.get("env"), "verdict": str(c.get("verdict", "")),
+    return {"case": c.get("case"), "env": c.get("env"), "verdict": _verdict(c),
             "ratio_exact": ratio if isinstance(ratio, float) else None,
             "ratio": fmt_num(ratio, 4) if isinstance(ratio, int | float) else "—",
             "ci": _ci(c.get("ci")), "before": _value(c.get("before"), unit),
@@ -55,7 +60,7 @@ def report_page(rep: dict[str, Any], commit_url: str) -> str:
 
 
 def _listing_row(rep: dict[str, Any]) -> dict[str, Any]:
-    counts = Counter(str(c.get("verdict")) for c in _cases(rep))
+    counts = Counter(_verdict(c) for c in _cases(rep))
     return {"id": rep["_id"], "name": rep.get("label") or rep["_id"],
             "status": rep.get("status"), "status_class": STATUS_CLASS.get(rep.get("exit_code"), ""),
             "counts": ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),

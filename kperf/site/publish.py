@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kperf.config import ConfigError
 from kperf.gate.asvio import load_project_conf
 from kperf.gate.errors import GateError
 from kperf.paths import PathError, check_scratch, inside
@@ -181,7 +182,6 @@ def series_thresholds(repo: Path) -> tuple[dict[str, float], str]:
     """asv's ``regressions_thresholds`` for the project at ``repo``, each series its class's
     history threshold (kperf/site/series.py), and '' or why they could not be made."""
     from kperf import project
-    from kperf.config import ConfigError
     from kperf.gate.config import Thresholds
     from kperf.site.series import regressions_thresholds
     from kperf.site.spreads import History
@@ -249,12 +249,17 @@ def publish(repo: Path, config: Path | None = None, html_dir: Path | None = None
               file=sys.stderr)
         return 1
     problems: list[str] = [thresholds_problem] if thresholds_problem else []
+    failures: list[str] = []  # what the site lacks: exit 1, each said on the status page
     offline = False
     if asv_ok:
         _set_links(build, commit_url, project_url)
-        report, problems = asv_pages.make_offline(build, asset_source)
+        report, offline_problems = asv_pages.make_offline(build, asset_source)
+        problems += offline_problems
         offline = report.ok
-        falls.add_falls(build, conf, th_path, git_repo)  # asv flags rises
+        try:
+            falls.add_falls(build, conf, th_path, git_repo)  # asv flags rises
+        except ConfigError as err:
+            failures.append(f"occupancy falls are not flagged: {err}")
     else:
         shutil.rmtree(build, ignore_errors=True)
         build.mkdir(parents=True)
@@ -299,6 +304,12 @@ def publish(repo: Path, config: Path | None = None, html_dir: Path | None = None
     thresholds = repo_data.read_thresholds(th_path, gate_notes)
     gatepages.write(kperf, reports, thresholds, gate_notes, commit_url)
 
+    lost = [f"{where} ({what})" for where, what in result_notes.items
+            if where.startswith("results/")]
+    if lost:
+        failures.append(f"{len(lost)} results file(s) could not be read, so their data is "
+                        f"missing from the graphs: {'; '.join(lost[:10])}")
+    problems += failures
     leaks = asv_pages.external_references(build)
     if leaks:
         problems.append("pages that still load from another host: " + ", ".join(leaks[:20]))
@@ -325,7 +336,9 @@ def publish(repo: Path, config: Path | None = None, html_dir: Path | None = None
     if thresholds_problem:
         print(f"publish: {thresholds_problem}; no step was flagged", file=sys.stderr)
         return 1
-    return 0
+    for failure in failures:
+        print(f"publish: {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def _thresholds_path(repo: Path) -> Path:

@@ -54,6 +54,11 @@ ROWS: tuple[Row, ...] = (
      "(waves for most, waves in SGPR_WAVES if sgprs <= most)",
      "(waves for most, waves in SGPR_WAVES if sgprs < most)", (LLVM,),
      "100 SGPRs read as 7 waves (LLVM's table: up to 100 allow 8)"),
+    ("occupancy-waves-per-group-rounded-down", CODEOBJ,
+     "waves_per_group = math.ceil(threads / WAVE_SIZE)",
+     "waves_per_group = max(1, threads // WAVE_SIZE)", (LLVM,),
+     "a 96-thread work-group counted as 1 wave, not 2 (issue 51: every test kernel had 64n "
+     "threads)"),
     ("occupancy-sgprs-over-the-table", CODEOBJ, "SGPR_WAVES_OVER = 7", "SGPR_WAVES_OVER = 6",
      (LLVM,), "102 SGPRs read as 6 waves (LLVM: 7)"),
     ("occupancy-lds-over-64k-launches", CODEOBJ, "    if lds_bytes > LDS_PER_CU:\n",
