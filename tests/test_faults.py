@@ -150,7 +150,7 @@ def test_bench_stops_the_workers_its_run_started(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """A measurement worker that a benchmark started (kept warm for the next case, and
     idle for 90 s before it exits by itself) is stopped when kperf.history.bench's run ends; the
-    run's worker folder keeps only the workers' logs."""
+    run's worker folder is removed, the workers' logs moved to .asv/worker-logs."""
     _seed(tmp_path)
     workers = Path(tempfile.mkdtemp(prefix="kperf-ft-"))  # short: a socket path < 108 bytes
     monkeypatch.setenv("KPERF_WORKER_DIR", str(workers))
@@ -164,7 +164,8 @@ def test_bench_stops_the_workers_its_run_started(tmp_path: Path,
         assert not _running(pid), "the run's measurement worker outlived kperf.history.bench"
         folder = Path((tmp_path / "worker-dir").read_text())
         assert folder.parent == workers, "the run's workers had no folder of their own"
-        assert sorted(p.suffix for p in folder.iterdir()) == [".log"]
+        assert not folder.exists(), sorted(folder.iterdir())
+        assert [p.suffix for p in (tmp_path / ".asv" / "worker-logs").iterdir()] == [".log"]
     finally:
         if pid is not None and _running(pid):
             os.kill(pid, signal.SIGKILL)

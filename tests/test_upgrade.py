@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -220,7 +222,8 @@ def test_a_pull_request_that_bumps_a_pin_gets_the_upgrade_section(tmp_path: Path
     wheels = tmp_path / "wheels"
     _fake_wheel(wheels, "0.0.1", {("triton", "sm_90a"): {"registers": 160}})
     out = tmp_path / "out"
-    env = dict(os.environ, KPERF_WORKER_DIR=str(tmp_path / "workers"), KPERF_WORKER_IDLE_S="30",
+    workers = Path(tempfile.mkdtemp(prefix="ku-"))  # short: a socket's path < 108 bytes
+    env = dict(os.environ, KPERF_WORKER_DIR=str(workers), KPERF_WORKER_IDLE_S="30",
                KPERF_WORKER_HANDLER=f"{tmp_path / 'toy_handler.py'}:handle",
                PIP_FIND_LINKS=str(wheels), PIP_NO_INDEX="1")
     env.pop("KPERF_ROCM_TOOLCHAIN", None)
@@ -228,6 +231,7 @@ def test_a_pull_request_that_bumps_a_pin_gets_the_upgrade_section(tmp_path: Path
                            "--base", base, "--out", str(out), "--pr-dir", str(tmp_path / "pr"),
                            "--rocm-toolchain", "clang19", "-b", r"Toy(Registers|Occupancy)"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    shutil.rmtree(workers, ignore_errors=True)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
     assert (out / "exit_code").read_text().strip() == "0"

@@ -37,3 +37,14 @@ def read_pid(path: Path) -> int:
     if start_time(pid) != fields[1]:
         raise ValueError(f"{path}: process {pid} is gone or is another process now")
     return pid
+
+
+def process_identity(pid: int) -> str:
+    """``pid:start``: one process, which ``alive`` can tell from a later one of its pid."""
+    return f"{pid}:{start_time(pid) or '?'}"
+
+
+def alive(identity: str) -> bool:
+    """Whether the process ``process_identity`` named still runs (a malformed one: no)."""
+    pid, _, started = identity.partition(":")
+    return pid.isdigit() and started != "?" and start_time(int(pid)) == started

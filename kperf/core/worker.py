@@ -238,10 +238,11 @@ class WorkerClient:
 
     def _start(self, paths: dict[str, Path]) -> None:
         write_key(paths["key"])
+        env = dict(self.env if self.env is not None else os.environ)
         cmd = [sys.executable, "-m", "kperf.core.workerproc", "--socket", str(paths["sock"]),
                "--key-file", str(paths["key"]), "--idle", str(self.idle_s),
-               "--spec", json.dumps(self.spec.__dict__)]
-        env = dict(self.env if self.env is not None else os.environ)
+               "--spec", json.dumps(self.spec.__dict__),
+               *(["--owner", env[OWNER_ENV]] if env.get(OWNER_ENV) else [])]
         # the worker imports kperf from here, then takes the client's sys.path and gives
         # the processes it starts the client's PYTHONPATH (never the working tree's code)
         if "PYTHONPATH" in env:
@@ -376,23 +377,51 @@ def retire(directory: Path, prefix: str = "", except_name: str = "") -> int:
     return stopped
 
 
+# The run a worker belongs to (``pid:start``, kperf/core/pidfile.py ``process_identity``):
+# a worker whose run is gone, even killed with no chance to stop it, exits and removes its
+# files (kperf/core/workerproc.py)
+OWNER_ENV = "KPERF_WORKER_OWNER"
+
+
 @contextlib.contextmanager
-def run_workers(prefix: str = "kperf-run-") -> Iterator[Path]:
+def run_workers(prefix: str = "kperf-run-", logs: Path | None = None) -> Iterator[Path]:
     """A worker folder of one run's own (an unpredictable name, mode 0700, in
-    ``KPERF_WORKER_DIR``, the runtime folder or the temporary folder): the run points its
-    processes at it (``KPERF_WORKER_DIR``), and every worker they started there is
-    stopped when the run ends. The workers' logs stay; a folder without any is removed."""
+    ``KPERF_WORKER_DIR``, the runtime folder or the temporary folder), which this process
+    and its children use while the run lasts (``KPERF_WORKER_DIR``, and this process as the
+    workers' owner). When the run ends every worker started there is stopped, their logs
+    go to ``logs`` (if given) and the folder is removed; a run killed outright leaves its
+    workers to notice their owner is gone and clean up after themselves."""
+    from kperf.core.pidfile import process_identity
+
     explicit = os.environ.get("KPERF_WORKER_DIR")
     base = private_dir(Path(explicit), create=True) if explicit else runtime_dir()
     folder = private_dir(Path(tempfile.mkdtemp(prefix=prefix, dir=base)))
+    saved = {k: os.environ.get(k) for k in ("KPERF_WORKER_DIR", OWNER_ENV)}
+    os.environ["KPERF_WORKER_DIR"] = str(folder)
+    os.environ[OWNER_ENV] = process_identity(os.getpid())
     try:
         yield folder
     finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         retire(folder)
-        for lock in folder.glob("*.lock"):
-            lock.unlink()
-        with contextlib.suppress(OSError):
-            folder.rmdir()
+        _empty(folder, logs)
+
+
+def _empty(folder: Path, logs: Path | None) -> None:
+    """Remove a finished run's worker folder, its logs moved to ``logs`` first."""
+    for path in folder.iterdir():
+        if path.suffix == ".log" and logs is not None and path.stat().st_size:
+            logs.mkdir(parents=True, exist_ok=True)
+            path.replace(logs / path.name)
+        else:
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                path.unlink()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
 
 
 def register_package(preload: str | Path) -> None:

@@ -25,6 +25,7 @@ from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
 
+from kperf.core.pidfile import alive
 from kperf.core.worker import CLIENT_PYTHONPATH, DEFAULT_IDLE_S, WorkerSpec, register_package
 from kperf.core.workerauth import UntrustedWorker, check_peer, read_key
 
@@ -59,14 +60,18 @@ def _survivable(err: BaseException) -> bool:
     return isinstance(err, NotImplementedError) or getattr(err, "worker_survives", False)
 
 
-def serve(address: str, authkey: bytes, spec: WorkerSpec, idle_s: float) -> None:
-    """Answer requests until told to stop, idle, stale, or after a failed request."""
+def serve(address: str, authkey: bytes, spec: WorkerSpec, idle_s: float,
+          owner: str | None = None) -> None:
+    """Answer requests until told to stop, idle, stale, after a failed request, or once the
+    run that owns it (``owner``, kperf/core/pidfile.py ``process_identity``) is gone."""
     code = spec.code()
     idle = _Idle(idle_s)
     listener = Listener(address, family="AF_UNIX", authkey=authkey)
 
     def watchdog() -> None:
         while not idle.expired():
+            if owner and not alive(owner):
+                _orphaned(Path(address))
             time.sleep(min(1.0, idle_s / 4))
         with contextlib.suppress(OSError):
             os.unlink(address)
@@ -78,6 +83,17 @@ def serve(address: str, authkey: bytes, spec: WorkerSpec, idle_s: float) -> None
     finally:
         with contextlib.suppress(OSError):
             listener.close()  # also removes the socket file
+
+
+def _orphaned(sock: Path) -> None:
+    """The run was killed before it could stop this worker: remove this worker's files,
+    and the run's folder once it is empty, then exit."""
+    for suffix in (".sock", ".key", ".pid", ".lock", ".log"):
+        with contextlib.suppress(OSError):
+            sock.with_suffix(suffix).unlink()
+    with contextlib.suppress(OSError):
+        sock.parent.rmdir()
+    os._exit(0)
 
 
 def _serve_loop(listener: Listener, spec: WorkerSpec, code: str, idle: _Idle) -> None:
@@ -135,6 +151,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--key-file", required=True)
     parser.add_argument("--idle", type=float, default=DEFAULT_IDLE_S)
     parser.add_argument("--spec", required=True)
+    parser.add_argument("--owner", help="the run's process (pid:start): exit when it is gone")
     args = parser.parse_args(argv)
     raw = json.loads(args.spec)
     spec = WorkerSpec(**{**raw, "sys_path": tuple(raw["sys_path"]),
@@ -147,7 +164,7 @@ def main(argv: list[str]) -> None:
         os.environ["PYTHONPATH"] = client_path
     if spec.preload:
         register_package(spec.preload)
-    serve(args.socket, read_key(Path(args.key_file)), spec, args.idle)
+    serve(args.socket, read_key(Path(args.key_file)), spec, args.idle, args.owner)
 
 
 if __name__ == "__main__":

@@ -357,8 +357,11 @@ def run(args: argparse.Namespace,
     except Exception as err:  # every failure here is the gate's own (4)
         print(f"gate: {failure_message(err, pr_dir)}", file=sys.stderr)
         return EXIT_GATE_ERROR
-    try:
-        return judge(args, make_plan, repo, pr_dir, out_dir)
+    from kperf.core.worker import run_workers
+
+    try:  # the run's workers in a folder of its own: stopped, logs kept, folder removed
+        with run_workers("kperf-gate-", logs=out_dir / "worker-logs"):
+            return judge(args, make_plan, repo, pr_dir, out_dir)
     except KeyboardInterrupt:
         return fail(out_dir, "interrupted; --resume goes on from what was measured",
                     EXIT_GATE_ERROR, args.label)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from kperf import machine as machine_tool
 from kperf import project
-from kperf.core.worker import run_workers
+from kperf.core.worker import OWNER_ENV, run_workers
 from kperf.history.asvrun import (
     CPU_SUITES,
     asv_env,
@@ -105,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         # the run's measurement workers in a folder of its own, stopped when it ends
-        with write_hashfile(shas) as hashfile, run_workers() as workers:
-            env["KPERF_WORKER_DIR"] = str(workers)
+        with write_hashfile(shas) as hashfile, run_workers(
+                logs=repo / ".asv" / "worker-logs") as workers:
+            env["KPERF_WORKER_DIR"], env[OWNER_ENV] = str(workers), os.environ[OWNER_ENV]
             run_args = ["run", "--machine", info["machine"], "--record-samples",
                         "--show-stderr", f"HASHFILE:{hashfile}"]
             for regex in benches:

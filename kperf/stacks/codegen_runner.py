@@ -41,6 +41,7 @@ from kperf import project
 from kperf import toolchains as rocm_toolchain
 from kperf.config import ConfigError
 from kperf.core import hip
+from kperf.core.worker import OWNER_ENV, run_workers
 from kperf.gate import cli as gate_cli
 from kperf.gate import report
 from kperf.gate.asvio import derived_config, load_project_conf
@@ -171,18 +172,10 @@ def cmd_nightly(args: argparse.Namespace) -> int:
         print("codegen runner: cannot build here: " + "; ".join(
             f"{k}: {v}" for k, v in left_out.items()), file=sys.stderr)
         return EXIT_GATE_ERROR
-    failed = []
-    for chain in chains:  # one asv run each: see ``nightly_config``
-        path = repo / ".asv" / f"codegen-{chain}.asv.conf.json"
-        path.write_text(json.dumps(nightly_config(conf, repo, [chain]), indent=2))
-        run_args = ["--config", str(path), "run", args.commits, "--machine",
-                    info["machine"], "--record-samples", "--show-stderr", *_bench_args(codegen)]
-        rc = asvrun.run_asv(run_args, env, repo).returncode
-        print(f"codegen runner: asv run under {chain}: {_how_ended(rc)}", flush=True)
-        # asv's 1 for NEW: no new commit; 2: some benchmark failed (recorded); anything
-        # else (a signal is negative: killed, out of memory, cancelled) lost the run
-        if rc not in (0, 1, 2):
-            failed.append(f"{chain} ({_how_ended(rc)})")
+    with run_workers("kperf-nightly-", logs=repo / ".asv" / "worker-logs"):
+        env["KPERF_WORKER_DIR"] = os.environ["KPERF_WORKER_DIR"]
+        env[OWNER_ENV] = os.environ[OWNER_ENV]
+        failed = _asv_runs(args, repo, conf, info["machine"], chains, env, codegen)
     if failed:
         print(f"codegen runner: asv failed under {', '.join(failed)}: its results may be cut "
               f"short, so nothing of this night is stored", file=sys.stderr)
@@ -190,6 +183,24 @@ def cmd_nightly(args: argparse.Namespace) -> int:
     if args.out:
         collect(repo, conf, info["machine"], args.out.resolve(), args.night, started)
     return 0
+
+
+def _asv_runs(args: argparse.Namespace, repo: Path, conf: dict[str, Any], machine: str,
+              chains: list[str], env: dict[str, str], codegen: list[str]) -> list[str]:
+    """asv run under each toolchain; the toolchains whose run failed, and how."""
+    failed = []
+    for chain in chains:  # one asv run each: see ``nightly_config``
+        path = repo / ".asv" / f"codegen-{chain}.asv.conf.json"
+        path.write_text(json.dumps(nightly_config(conf, repo, [chain]), indent=2))
+        run_args = ["--config", str(path), "run", args.commits, "--machine",
+                    machine, "--record-samples", "--show-stderr", *_bench_args(codegen)]
+        rc = asvrun.run_asv(run_args, env, repo).returncode
+        print(f"codegen runner: asv run under {chain}: {_how_ended(rc)}", flush=True)
+        # asv's 1 for NEW: no new commit; 2: some benchmark failed (recorded); anything
+        # else (a signal is negative: killed, out of memory, cancelled) lost the run
+        if rc not in (0, 1, 2):
+            failed.append(f"{chain} ({_how_ended(rc)})")
+    return failed
 
 
 def _how_ended(rc: int) -> str:
