@@ -66,6 +66,21 @@ def test_statuses_agree_with_the_verdict_step() -> None:
 
 
 @needs_node
+def test_an_undecided_verdict_for_a_neighbour_is_not_green() -> None:
+    """Issue 51: exit 3 is a warning where a case had no baseline, but where another
+    process shared the GPU nothing was judged: the status is an error."""
+    neighbour = json.dumps({"cases": [{"verdict": "SAME"}, {"verdict": "INCONCLUSIVE",
+                                                             "attribution": "process"}]})
+    new_case = json.dumps({"cases": [{"verdict": "INCONCLUSIVE", "attribution": "none",
+                                      "reason": "skipped at base"}]})
+    got = _node(f"return [{json.dumps(neighbour)}, {json.dumps(new_case)}, '{{trunc', null]"
+                ".map(r => gate.verdict('3', gate.neighbourIn(r)));")
+    assert got[0]["state"] == "error" and "another process used the GPU" in got[0]["text"]
+    assert [v["state"] for v in got[1:]] == ["success"] * 3, got
+    assert _node("return gate.verdict('1', true).state;") == "failure"
+
+
+@needs_node
 def test_the_comment_forwards_no_raw_html_or_markdown() -> None:
     hostile = ("<!-- kperf-gate -->| `case|x` | <img src=x onerror=alert(1)> | "
                "[click](https://evil.example) ![t](http://t.example/p.png) @octocat "

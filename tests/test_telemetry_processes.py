@@ -147,6 +147,49 @@ def test_pids_of_another_namespace_are_kept_unnamed_and_unknown() -> None:
     assert "not even this one" in empty.summary()["note"]
 
 
+def _container_proc(root: Path, holders: dict[int, bytes]) -> ProcFs:
+    """A /proc of a container's pid namespace: each pid's open /dev/nvidia0 and its maps."""
+    for pid, maps in holders.items():
+        (root / str(pid) / "fd").mkdir(parents=True)
+        (root / str(pid) / "fd" / "3").symlink_to("/dev/nvidia0")
+        (root / str(pid) / "maps").write_bytes(maps)
+        (root / str(pid) / "stat").write_text(f"{pid} (python) S 1 1 1")
+    return ProcFs(root)
+
+
+def test_in_a_container_the_processes_outside_are_counted(tmp_path: Path) -> None:
+    """Issue 51: in the GPU job's container the driver's pids are the host's, so none can
+    be named; the processes here that hold a context on the GPU (node open, CUDA driver
+    mapped; NVML alone maps no libcuda) are this run's, and one more listed is a
+    neighbour outside: counted, and seen in the trials it was listed in."""
+    cuda = b"7f00 r-xp 00000000 00:00 0 /usr/lib/x86_64-linux-gnu/libcuda.so.580\n"
+    nvml = b"7f00 r-xp 00000000 00:00 0 /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1\n"
+    proc = _container_proc(tmp_path / "proc", {100: cuda, 101: cuda, 102: nvml})
+
+    @dataclass
+    class InContainer(Lister):
+        def device_node(self) -> str:
+            return "/dev/nvidia0"
+
+    ours = [Listed(7_000_100, 1 << 30), Listed(7_000_101, 1 << 30)]
+    neighbour = Listed(7_000_555, 4 << 30)
+    watch = ProcessWatch(InContainer(lambda call: ours + ([neighbour] if call == 2 else [])),
+                         proc=proc, pid=100)
+    watch.begin()
+    watch.trial_ended(0)  # the neighbour listed at the look after trial 0
+    watch.trial_ended(1)  # ... and seen in trial 1, whose window that look opened
+    out = watch.summary()
+    assert out["others"] is not None and "foreign" not in out, out
+    [entry] = out["others"]
+    assert entry["trials"] == [0, 1] and entry["pid"] == -1, entry
+    assert entry["name"].startswith("1 process(es) outside this container (the driver lists 3")
+    assert "counted against the 2 process(es) here" in out["note"]
+    quiet = ProcessWatch(InContainer(lambda call: ours), proc=proc, pid=100)
+    quiet.begin()
+    quiet.trial_ended(0)
+    assert quiet.summary()["others"] == [], "no one outside: known, and none"
+
+
 def test_a_source_without_a_list_says_so() -> None:
     for source, said in ((NullSource("no GPU"), "no GPU"), (ScriptedSource(FakeGpu(), lambda t: t),
                                                             "fake telemetry lists no")):

@@ -5,18 +5,25 @@
 
 const MARKER = '<!-- kperf-gate -->';
 const MAX_REPORT = 30000; // characters per runner label in the comment
+const MAX_JSON = 16 * 1024 * 1024; // gate.json read for its cases' verdicts, no larger
 const FORK_ENVIRONMENT = 'perf-gate-fork';
 
 // The gate's exit codes (docs/security.md): what each one means for the commit status.
 // Anything else (docker's 125-127, 137 for a kill, a missing code) is the gate itself
 // failing, never a regression and never a pass.
-function verdict(code) {
+// An undecided verdict because another process shared the GPU (``neighbour``, from the
+// report: a case INCONCLUSIVE with attribution "process") is not a pass: nothing was judged.
+function verdict(code, neighbour = false) {
   const text = code === undefined || code === null ? '' : String(code).trim();
   const rc = /^[0-9]{1,3}$/.test(text) ? Number(text) : null;
   switch (rc) {
     case 0: return { state: 'success', level: 'pass', text: 'pass (exit 0)' };
-    case 3: return { state: 'success', level: 'warning',
-      text: 'inconclusive or no baseline (exit 3): a warning, not a failure' };
+    case 3: return neighbour
+      ? { state: 'error', level: 'neighbour',
+        text: 'inconclusive (exit 3): another process used the GPU while it measured; '
+          + 'run the gate again on a GPU of its own' }
+      : { state: 'success', level: 'warning',
+        text: 'inconclusive or no baseline (exit 3): a warning, not a failure' };
     case 1: return { state: 'failure', level: 'regression',
       text: 'performance regression (exit 1): a case is SLOW' };
     case 2: return { state: 'failure', level: 'broken',
@@ -26,6 +33,18 @@ function verdict(code) {
     default: return { state: 'failure', level: 'gate-failed',
       text: rc === null ? 'the gate itself failed: it left no exit code (not run or killed)'
         : `the gate itself failed (exit ${rc}): not a performance regression` };
+  }
+}
+
+// Whether the report (gate.json, untrusted text: parsed, never run) holds a case left
+// undecided by another process on the GPU.
+function neighbourIn(reportJson) {
+  try {
+    const rep = JSON.parse(reportJson);
+    return Array.isArray(rep.cases) && rep.cases.some((c) => c !== null
+      && typeof c === 'object' && c.verdict === 'INCONCLUSIVE' && c.attribution === 'process');
+  } catch (e) {
+    return false;
   }
 }
 
@@ -154,15 +173,16 @@ async function report({ github, context, core, env, fs, path }) {
   const sections = [];
   for (const { label, dir: parts } of reportDirs(env)) {
     const dir = path.join(...parts);
-    const read = (name) => {
+    const read = (name, limit = 2 * MAX_REPORT) => {
       const file = path.join(dir, name);
       try {
         const st = fs.lstatSync(file);
-        return st.isFile() ? fs.readFileSync(file, 'utf8').slice(0, 2 * MAX_REPORT) : null;
+        return st.isFile() && st.size <= MAX_JSON ? fs.readFileSync(file, 'utf8').slice(0, limit)
+          : null;
       } catch (e) { return null; }
     };
     const code = read('exit_code');
-    const v = verdict(code);
+    const v = verdict(code, neighbourIn(read('gate.json', MAX_JSON)));
     sections.push({ label, code, report: read('gate.md') });
     await github.rest.repos.createCommitStatus({ ...repo, sha: env.HEAD_SHA, state: v.state,
       context: `perf-gate (${label})`, description: v.text.slice(0, 140),
@@ -183,5 +203,5 @@ async function report({ github, context, core, env, fs, path }) {
   return body;
 }
 
-module.exports = { MARKER, verdict, sanitize, commentBody, reportDirs, authorize, checkApproval,
-  report };
+module.exports = { MARKER, verdict, neighbourIn, sanitize, commentBody, reportDirs, authorize,
+  checkApproval, report };

@@ -346,5 +346,9 @@ MUTANTS: tuple[Mutant, ...] = (
        'elif not compiled and not (cost := static_cost(*figures)).startswith("costs"):',
        'elif False:', (COSTS,),
        "a register step that costs nothing flagged as the code's regression"),
+    _m("processes-outside-a-container-not-counted", "kperf/core/telemetry/processes.py",
+       "extra = len(listed) - here", "extra = 0",
+       ("tests/test_telemetry_processes.py",),
+       "a neighbour outside the GPU job's container never seen"),
     *(Mutant(*row) for row in mutants_codegen.ROWS),
 )

@@ -83,6 +83,14 @@ class NvmlSource:
             power_limit_w=limit,
         )
 
+    def device_node(self) -> str | None:
+        """``/dev/nvidia<minor>``: the node a process with a context on this GPU holds
+        open, which a container sees under the same minor number."""
+        try:
+            return f"/dev/nvidia{int(self._nvml.nvmlDeviceGetMinorNumber(self._handle))}"
+        except self._nvml.NVMLError:
+            return None
+
     def processes(self) -> list[Listed]:
         """The processes holding a context on this GPU (each list NVML has): pid and GPU
         memory. ``ProcessesUnavailable`` where NVML cannot list its compute processes."""

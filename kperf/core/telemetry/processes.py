@@ -107,6 +107,26 @@ class ProcFs:
         return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
+    def gpu_holders(self, node: str) -> int | None:
+        """How many processes here hold a GPU context on the device ``node``
+        (``/dev/nvidia0``): an open descriptor of it and the CUDA driver mapped (NVML alone
+        opens the node too, without a context); None where ``/proc`` cannot be listed."""
+        try:
+            pids = [int(p.name) for p in self.root.iterdir() if p.name.isdigit()]
+        except OSError:
+            return None
+        count = 0
+        for pid in pids:
+            fds = self.root / str(pid) / "fd"
+            try:
+                opened = any(os.readlink(fd) == node for fd in fds.iterdir())
+            except OSError:
+                continue
+            if opened and b"libcuda.so" in (self._read(pid, "maps") or b""):
+                count += 1
+        return count
+
+
 def is_worker(cmdline: Sequence[str]) -> bool:
     """A measurement worker: ``python -m kperf.core.workerproc ...``."""
     return any(a == "-m" and b == WORKER_MODULE for a, b in itertools.pairwise(cmdline))
@@ -139,6 +159,10 @@ class Own:
                                       and is_worker(self.proc.cmdline(pid)))
 
 
+# the pid of the entry that stands for processes counted, not named (another namespace)
+COUNTED = -1
+COUNTED_NOTE = ("the driver's pids are of another pid namespace (a container): the {n} it "
+                "lists were counted against the {here} process(es) here holding {node}")
 FOREIGN_NOTE = ("the driver lists {n} process(es) on this GPU but not this one ({pid} here), "
                 "which holds a context while it measures: its pids are of another pid "
                 "namespace (a container?), so they are not named and this run's own cannot "
@@ -201,6 +225,9 @@ class ProcessWatch:
             self._note(EMPTY_NOTE)
             return set()
         if all(item.pid != self.own.pid for item in listed):
+            counted = self._count_foreign(listed)
+            if counted is not None:
+                return counted
             self._note(FOREIGN_NOTE.format(n=len(listed), pid=self.own.pid))
             for item in listed:
                 self.foreign.setdefault(item.pid, {"pid": item.pid, "kind": item.kind,
@@ -223,6 +250,28 @@ class ProcessWatch:
                 first = self.first_busy.setdefault(item.pid, item.busy_ns)
                 entry["busy_s"] = max(0, item.busy_ns - first) / 1e9
         return others
+
+    def _count_foreign(self, listed: list[Listed]) -> set[int] | None:
+        """In a container the driver's pids are the host's, so none can be named; but every
+        process of this pid namespace that holds a context on the GPU is this run's (or
+        the container's), so the driver listing more than that is another process outside
+        it. {COUNTED} then stands for them; None where the count cannot be made."""
+        node = getattr(self.source, "device_node", None)
+        path = node() if callable(node) else None
+        here = self.proc.gpu_holders(path) if path else None
+        if not here:  # this process holds a context while it measures: 0 is no answer
+            return None
+        self._note(COUNTED_NOTE.format(n=len(listed), here=here, node=path))
+        extra = len(listed) - here
+        if extra <= 0:
+            return set()
+        entry = self.others.setdefault(COUNTED, {
+            "pid": COUNTED, "name": None, "kind": "compute", "used_mb": None, "busy_s": None,
+            "trials": []})
+        entry["name"] = (f"{extra} process(es) outside this container (the driver lists "
+                         f"{len(listed)}, pids {', '.join(str(i.pid) for i in listed)}; "
+                         f"{here} here)")
+        return {COUNTED}
 
     def _note(self, text: str) -> None:
         if text not in self.notes:
@@ -258,7 +307,10 @@ def _mb(used_bytes: int | None) -> float | None:
 
 
 def named(entry: dict[str, Any]) -> str:
-    """``pid 1234, python``; ``pid 1234, name not readable`` where /proc did not say."""
+    """``pid 1234, python``; ``pid 1234, name not readable`` where /proc did not say; the
+    count of processes outside a container as it stands."""
+    if entry.get("pid") == COUNTED:
+        return str(entry.get("name"))
     name = entry.get("name") or "name not readable"
     return f"pid {entry.get('pid')}, {name}"
 
