@@ -264,3 +264,24 @@ def test_pin_changes_read_the_stack_extra_and_the_toolchains(tmp_path: Path) -> 
                                            "rocm-7.10.0": {}}}))
     assert pin_changes(repo, base) == ({"triton": ("3.7.1", "3.9.0")},
                                        {"rocm-7.0.2": "rocm-7.10.0"})
+
+
+@pytest.mark.slow
+def test_two_components_of_one_kernel_are_judged_one_at_a_time(toy: Path) -> None:
+    """TileLang's packages and the gfx942 toolchain both make a TileLang kernel's gfx942
+    code: a candidate that changes both says what each did alone."""
+    site = _candidate(toy, "tilelang-and-toolchain", {("tilelang", "gfx942"): {
+        "registers": 148}})
+    info = next(site.glob("*.dist-info"))
+    info.rename(site / "tilelang-9.9.9.dist-info")
+    (site / "tilelang-9.9.9.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: tilelang\nVersion: 9.9.9\n")
+    code, report, _text, log = _upgrade(toy, "both", "--site", str(site),
+                                        "--rocm-toolchain", "clang19=llvm19")
+    assert code == 0, log
+    [line] = _lines(report)[("gfx942", "clang19 → llvm19")]
+    assert line == ("toy c fp16 TileLang: VGPRs 144 → 156; occupancy unchanged: 156 of 168 "
+                    "VGPRs for 3 waves (one at a time: tilelang 9.9.9: VGPRs 144 → 148; "
+                    "occupancy unchanged: 148 of 168 VGPRs for 3 waves; gfx942 llvm19: VGPRs "
+                    "144 → 152; occupancy unchanged: 152 of 168 VGPRs for 3 waves)"), line
+    assert (toy / "run-both-alone-toolchain" / "gate.json").exists()

@@ -389,6 +389,9 @@ def judge(args: argparse.Namespace,
     code = exit_code(verdicts)
     rows = BlockLog(pr_dir / "blocks.jsonl").read()
     found = codegen.kernels(state.get("cases") or [], rows, verdicts)
+    notes = ((state.get("stacks") or {}).get("head") or {}).get("components") or {}
+    for kernel in found:
+        kernel.note = notes.get(kernel.key, "")
     write_report(out_dir, verdicts, code, info_of(state, verdicts, th), args.max_rows, found,
                  state.get("not_here") or {})
     return code

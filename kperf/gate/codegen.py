@@ -35,6 +35,12 @@ class Kernel:
     base: Figures | None = None
     head: Figures | None = None
     verdicts: list[Verdict] = field(default_factory=list)
+    note: str = ""  # an upgrade's components one at a time (kperf/stacks/upgrade.py)
+
+    @property
+    def key(self) -> str:
+        """``target|name|base toolchain``: the kernel in every run of one upgrade."""
+        return f"{self.target}|{self.name}|{(self.toolchain or '').split(' → ')[0]}"
 
     @property
     def name(self) -> str:
@@ -195,7 +201,8 @@ def cause_line(kernel: Kernel) -> str:
     parts = [p for p in [occupancy, *moved, room and f"occupancy unchanged: {room}", compiled]
              if p]
     return lead + ("; ".join(parts) if parts else
-                   f"{target} changed, no figure moved (the instructions differ)")
+                   f"{target} changed, no figure moved (the instructions differ)") + (
+        f" ({kernel.note})" if kernel.note else "")
 
 
 def group_label(kernel: Kernel) -> tuple[str, str]:

@@ -271,6 +271,8 @@ def upgrade_plan(args: argparse.Namespace, repo: Path, pr_dir: Path,
     left = sorted({NAMES.get(b, b) for b in (c["spec"].get("backend") for c in cases
                                              if c not in kept) if b})
     plan = replace(plan, cases=kept, lanes=[Lane(cases=[c["name"] for c in kept])])
+    if getattr(args, "components", None):
+        stacks["head"]["components"] = args.components
     plan.stacks = stacks
     plan.label = stacks["head"]["label"]
     plan.base_how = (f"{' and '.join(left)} kernels not compiled: their compilers are the "
@@ -333,14 +335,62 @@ def run_dir(args: argparse.Namespace) -> Path:
     return args.repo.resolve() / ".asv" / "upgrade" / what[:100]
 
 
+def one_at_a_time(args: argparse.Namespace) -> dict[str, str]:
+    """Where a candidate changes TileLang (its packages) and the gfx942 toolchain that
+    compiles its HIP source at once, both make a TileLang kernel's gfx942 code: each is
+    judged alone first (its own run, beside the run's folder), and each kernel's line then
+    says what each did alone. {kernel key (``codegen.Kernel.key``): that note}."""
+    packages = [*(["--tilelang", args.tilelang] if args.tilelang else []),
+                *(["--site", str(args.site)] if args.site else [])]
+    if not (packages and args.rocm_toolchain) or args.base_pins:
+        return {}
+    common = ["--repo", str(args.repo), "--commit", args.head, *(f"-b{b}" for b in args.bench),
+              *(["--machine", args.machine] if args.machine else []),
+              *(["--find-links", str(args.find_links)] if args.find_links else [])]
+    alone = {}
+    for name, own in (("packages", [*packages, *(["--triton", args.triton]
+                                                  if args.triton else [])]),
+                      ("toolchain", ["--rocm-toolchain", *args.rocm_toolchain])):
+        folder = args.pr_dir.with_name(f"{args.pr_dir.name}-alone-{name}")
+        main([*common, *own, "--pr-dir", str(folder), "--out", str(folder)])
+        alone[name] = _lines_of(folder / "gate.json")
+    notes: dict[str, list[str]] = {}
+    for name in ("packages", "toolchain"):
+        label, lines = alone[name]
+        for key, line in lines.items():
+            notes.setdefault(key, []).append(f"{label}: {line}")
+    return {key: "one at a time: " + "; ".join(parts) for key, parts in notes.items()}
+
+
+def _lines_of(report: Path) -> tuple[str, dict[str, str]]:
+    """(what the run's head was, {kernel key: its line less the kernel's name}) of a
+    report; a run that failed says so for every kernel."""
+    import json
+
+    try:
+        data = json.loads(report.read_text())
+        label = data["stacks"]["head"]["label"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a component alone", {}
+    out = {}
+    for group in data.get("codegen") or []:
+        chain = str(group.get("toolchain") or "").split(" → ")[0]
+        for kernel in group.get("kernels") or []:
+            if kernel.get("backend") == "tilelang" and str(group.get("target")).startswith("gfx"):
+                body = str(kernel.get("line") or "").split(": ", 1)[-1]
+                out[f"{group['target']}|{kernel['kernel']}|{chain}"] = body
+    return label, out
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    args.pr_dir = args.pr_dir or run_dir(args)
+    args.pr_dir = (args.pr_dir or run_dir(args)).resolve()
     args.config = args.thresholds = args.main_branch = None
     args.label = "before you upgrade"  # a failure's title; a run's is its candidate
     if not args.bench:
         args.bench = [r"(Registers|Scratch|SharedMem|Occupancy|CodeSize)\.track_value",
                       r"Compile\.track_compile"]
+    args.components = {} if args.no_run or args.resume else one_at_a_time(args)
     return gate_cli.run(args, upgrade_plan)
 
 
