@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -206,3 +207,24 @@ def test_a_night_packs_its_own_records_not_those_it_began_from(tmp_path: Path) -
     with tarfile.open(out) as tar:
         assert tar.getnames() == [rel]
     assert ra.pack(root, M, tmp_path / "all" / M / "n.tar.xz") == 4  # since 0: every file
+
+
+def test_store_keeps_a_nights_upgrade_report_and_refuses_anything_else_there(
+        tmp_path: Path) -> None:
+    """The nightly's upgrade report (kperf upgrade --newest) goes to upgrade/<night>/ of the
+    results branch, gate.json whole; nothing else under upgrade/ is taken."""
+    branch = tmp_path / "branch"
+    night = tmp_path / "in" / "nightly-cpu-codegen" / "upgrade" / "2026-12-07-1-1"
+    night.mkdir(parents=True)
+    (night / "gate.json").write_text(json.dumps({"schema": "kperf-gate-2", "cases": []}))
+    (night / "gate.md").write_text("### Before you upgrade\n")
+    assert sorted(ra.store(tmp_path / "in", branch)) == [
+        "upgrade/2026-12-07-1-1/gate.json", "upgrade/2026-12-07-1-1/gate.md"]
+    for k, (name, text, says) in enumerate((
+            ("gate.json", '{"cases": [', "truncated or corrupt"),
+            ("rounds.md", "x", "or upgrade/<night>/gate.{json,md}"))):
+        bad = tmp_path / f"bad-{k}" / "a" / "upgrade" / "n" / name
+        bad.parent.mkdir(parents=True)
+        bad.write_text(text)
+        with pytest.raises((ra.ArchiveError, ValueError), match=re.escape(says)):
+            ra.store(tmp_path / f"bad-{k}", branch)

@@ -285,3 +285,22 @@ def test_two_components_of_one_kernel_are_judged_one_at_a_time(toy: Path) -> Non
                     "occupancy unchanged: 148 of 168 VGPRs for 3 waves; gfx942 llvm19: VGPRs "
                     "144 → 152; occupancy unchanged: 152 of 168 VGPRs for 3 waves)"), line
     assert (toy / "run-both-alone-toolchain" / "gate.json").exists()
+
+
+def test_newest_takes_each_newer_release_and_says_when_the_pins_are_newest(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """The nightly's candidate: each of Triton and TileLang newer on the index than
+    pinned; with none newer, nothing to judge, exit 0."""
+    from kperf.stacks import matrix, upgrade
+
+    index = {"triton": "99.0.0", "tilelang": upgrade.pinned_versions()["tilelang"]}
+    monkeypatch.setattr(matrix, "pip_report", lambda name: {"version": index[name]})
+    args = upgrade.build_parser().parse_args(["--newest"])
+    said = upgrade.newest(args)
+    assert (args.triton, args.tilelang) == ("99.0.0", None), said
+    assert said[0].endswith("newest 99.0.0")
+    index["triton"] = upgrade.pinned_versions()["triton"]
+    assert upgrade.main(["--newest"]) == 0
+    assert "the pins are the newest releases: nothing to judge" in capsys.readouterr().out
+    with pytest.raises(upgrade.UpgradeError, match="finds the candidate itself"):
+        upgrade.newest(upgrade.build_parser().parse_args(["--newest", "--triton", "3.9.0"]))

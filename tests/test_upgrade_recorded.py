@@ -33,6 +33,7 @@ def decided(tmp_path_factory: pytest.TempPathFactory) -> dict:
     lines = {(g["target"], k["kernel"]): k["line"] for g in report["codegen"]
              for k in g["kernels"]}
     return {"code": proc.returncode, "log": proc.stdout + proc.stderr, "report": report,
+            "out": out,
             "text": (out / "gate.md").read_text(), "lines": lines,
             "cases": {c["case"]: c for c in report["cases"]}}
 
@@ -84,3 +85,41 @@ def test_the_report_names_both_stacks_and_what_it_left_out(decided: dict) -> Non
     assert {g["toolchain"] for g in decided["report"]["codegen"]} == {
         "Triton's LLVM", "nvcc · Triton's LLVM"}
     assert not any("'tilelang'" in case for case in decided["cases"])
+
+
+def test_the_upgrade_page_shows_the_report_offline_in_chromium(decided: dict,
+                                                              tmp_path: Path) -> None:
+    """The site's "before you upgrade" page (kperf/site/gatepages.py) from the kept report,
+    as the nightly's publish builds it: every line of the report, red where it costs,
+    loaded in Chromium from nothing but the site's own folder."""
+    import shutil
+
+    from kperf.site import data, gatepages, repo_data
+
+    from .test_site_browser import served_page
+
+    kept = tmp_path / "gate-reports" / "2026-12-07-night"
+    kept.mkdir(parents=True)
+    for name in ("gate.json", "gate.md"):
+        shutil.copy(decided["out"] / name, kept / name)
+    kperf = tmp_path / "html" / "kperf"
+    kperf.mkdir(parents=True)
+    notes = data.Notes()
+    gatepages.write(kperf, repo_data.read_gate_reports([tmp_path / "gate-reports"], notes),
+                    None, notes, "")
+    assert not notes.items, notes.items
+    with served_page(tmp_path / "html") as served:
+        page = served["page"]
+        page.goto(served["url"] + "kperf/upgrade.html")
+        heading = page.inner_text("section.upgrade h2")
+        assert heading == "triton 3.7.1 → triton 3.9.0 REGRESSION", heading
+        rows = page.query_selector_all("table.upgrade-codegen tr")[1:]
+        cells = {r.query_selector_all("td")[0].inner_text(): r.inner_text() for r in rows}
+        assert "VGPR spills 0 → 47" in cells["gfx942"], cells
+        assert "cold compile SLOW x1.65" in cells["sm_90a"]
+        verdicts = [r.query_selector("td.verdict-SLOW") for r in rows]
+        assert all(verdicts), "both targets' rows red: each has a kernel that pays"
+        page.click("section.upgrade h2 a")  # the whole report, on its gate page
+        page.wait_for_selector("table.gate-cases")
+        assert "GemmRegisters" in page.inner_text("table.gate-cases")
+        assert served["errors"] == [] and served["elsewhere"] == [], served

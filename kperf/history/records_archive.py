@@ -212,9 +212,13 @@ def _check_layout(path: Path, rel: Path) -> None:
     if parts[0] in RECORD_FOLDERS and len(parts) == 3 and parts[2].endswith(ARCHIVE_SUFFIX):
         _checked_members(path, parts[1])
         return
+    if parts[0] == "upgrade" and len(parts) == 3 and parts[2] in ("gate.json", "gate.md"):
+        if parts[2] == "gate.json":  # a night's upgrade report (kperf upgrade --newest)
+            parse_json(path.read_text(), path)
+        return
     raise ArchiveError(f"{path}: {rel.as_posix()!r} is not results/<machine>/<file>.json, "
-                       f"results/benchmarks.json or {{{','.join(RECORD_FOLDERS)}}}/<machine>/"
-                       f"<night>{ARCHIVE_SUFFIX}")
+                       f"results/benchmarks.json, {{{','.join(RECORD_FOLDERS)}}}/<machine>/"
+                       f"<night>{ARCHIVE_SUFFIX} or upgrade/<night>/gate.{{json,md}}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,9 +77,29 @@ def _settings(th: dict[str, Any]) -> dict[str, Any]:
     return settings
 
 
+def _upgrade_row(rep: dict[str, Any]) -> dict[str, Any]:
+    """An upgrade report (gate.json with ``stacks``) as the upgrade page lists it."""
+    stacks = rep.get("stacks") if isinstance(rep.get("stacks"), dict) else {}
+    label = {side: str((stacks.get(side) or {}).get("label", "?")) for side in ("base", "head")}
+    groups = [{"target": g.get("target"), "toolchain": g.get("toolchain"),
+               "verdict": str(g.get("verdict", "")),
+               "lines": [str(k.get("line") or k.get("kernel")) for k in g.get("kernels") or []
+                         if isinstance(k, dict) and k.get("line")]}
+              for g in rep.get("codegen") or [] if isinstance(g, dict)]
+    return {"id": rep["_id"], **label, "commit": str(rep.get("head") or ""),
+            "status": rep.get("status"), "status_class": STATUS_CLASS.get(rep.get("exit_code"), ""),
+            "machine": rep.get("machine"), "when": _when(rep), "groups": groups}
+
+
 def write(out: Path, reports: list[dict[str, Any]], thresholds: dict[str, Any] | None,
           notes: Notes, commit_url: str) -> Path:
-    """``out``/gate/index.html and one page per report; returns the index path."""
+    """``out``/gate/index.html, one page per report, and ``out``/upgrade.html (the upgrade
+    reports, newest first); returns the index path."""
+    upgrades = sorted((r for r in reports if isinstance(r.get("stacks"), dict)),
+                      key=lambda r: -r["_mtime"])
+    (out / "upgrade.html").write_text(render(
+        "upgrade.html", title="Before you upgrade", here="upgrade", depth=1,
+        commit_url=commit_url, reports=[_upgrade_row(r) for r in upgrades]))
     gate_dir = out / "gate"
     gate_dir.mkdir(parents=True, exist_ok=True)
     for rep in reports:

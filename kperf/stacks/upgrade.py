@@ -31,7 +31,7 @@ from typing import Any
 from kperf.gate import cli as gate_cli
 from kperf.gate.codegen import NAMES
 from kperf.gate.config import Thresholds
-from kperf.gate.errors import GateError
+from kperf.gate.errors import EXIT_GATE_ERROR, GateError
 from kperf.gate.plan import GatePlan, Lane
 
 SITES = Path(".asv") / "upgrade" / "sites"
@@ -308,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a change of pins: base compiles with what REV pinned "
                              "(pyproject.toml's stack extra, the ROCm toolchains), head with "
                              "this interpreter's, the working tree's pins")
+    parser.add_argument("--newest", action="store_true",
+                        help="the newest Triton and TileLang on the package index against "
+                             "the pins (the nightly's run); nothing to do where none is newer")
     parser.add_argument("--find-links", type=Path,
                         help="install the candidate from this folder of wheels, offline")
     parser.add_argument("--commit", dest="head", default="HEAD",
@@ -382,8 +385,39 @@ def _lines_of(report: Path) -> tuple[str, dict[str, str]]:
     return label, out
 
 
+def newest(args: argparse.Namespace) -> list[str]:
+    """Set ``--triton``/``--tilelang`` to each newest release on the index that is newer
+    than this interpreter's; what was found, as lines to print."""
+    from kperf.stacks.matrix import MatrixError, pip_report
+
+    if args.triton or args.tilelang or args.site or args.base_pins:
+        raise UpgradeError("--newest finds the candidate itself: no --triton, --tilelang, "
+                           "--site or --base-pins with it")
+    pinned, said = pinned_versions(), []
+    for name in ("triton", "tilelang"):
+        try:
+            found = str(pip_report(name)["version"])
+        except (MatrixError, KeyError) as err:
+            raise UpgradeError(f"--newest: the index does not say {name}'s newest: {err}") \
+                from err
+        if found != pinned.get(name):
+            setattr(args, name, found)
+        said.append(f"{name}: pinned {pinned.get(name, 'none')}, newest {found}")
+    return said
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.newest and not (args.no_run or args.resume):
+        try:
+            said = newest(args)
+        except UpgradeError as err:
+            print(f"kperf upgrade: {err}", file=sys.stderr)
+            return EXIT_GATE_ERROR
+        print("kperf upgrade: " + "; ".join(said))
+        if not (args.triton or args.tilelang):
+            print("kperf upgrade: the pins are the newest releases: nothing to judge")
+            return 0
     args.pr_dir = (args.pr_dir or run_dir(args)).resolve()
     args.config = args.thresholds = args.main_branch = None
     args.label = "before you upgrade"  # a failure's title; a run's is its candidate
