@@ -59,3 +59,22 @@ def test_asvs_own_codes_store_the_night(night: dict, codes: list[int]) -> None:
     assert len(night["stored"]) == 1
     assert [run["KPERF_ROCM_TOOLCHAIN"] for run in night["runs"]] == [["clang19"],
                                                                       ["rocm-7.2.2"]]
+
+
+def test_the_pinned_toolchains_are_clang19_then_rocm_releases_oldest_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pins = {"rocm": {"rocm-7.10.0": {}, "rocm-6.4.4": {}, "rocm-7.2.2": {}}}
+    monkeypatch.setattr(codegen_runner.rocm_toolchain, "load_pins", lambda: pins)
+    assert codegen_runner.pinned_toolchains() == ["clang19", "rocm-6.4.4", "rocm-7.2.2",
+                                                  "rocm-7.10.0"]
+
+
+def test_each_toolchain_gets_an_asv_environment_of_its_own(tmp_path: Path) -> None:
+    from kperf.gate.asvio import load_project_conf
+
+    conf = load_project_conf(REPO / "asv.conf.json")  # asv's JSON has comments
+    out = codegen_runner.nightly_config(conf, tmp_path, ["rocm-7.2.2"])
+    assert out["matrix"]["env_nobuild"]["KPERF_ROCM_TOOLCHAIN"] == ["rocm-7.2.2"]
+    assert out["env_dir"] == str((tmp_path / ".asv" / "env-codegen").resolve())
+    assert out["results_dir"] == str((tmp_path / conf["results_dir"]).resolve())
+    assert out["matrix"].get("req") == conf.get("matrix", {}).get("req")

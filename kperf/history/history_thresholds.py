@@ -92,6 +92,26 @@ def simulation_table(history: History, gate: Thresholds, klass: str = "bandwidth
             f"{100 * sd:.2f}%, {draws} draws each\n\n" + "\n".join(rows))
 
 
+def held_back_table(proj: project.Project, data: Sequence[str] | None, folds: int) -> str:
+    """``--held-back``: per class and measure, the unchanged pairs flagged by thresholds
+    computed without them (``aadata.held_back``)."""
+    if folds < 2:
+        raise ValueError(f"--held-back {folds}: at least 2 parts (one judged, one to judge by)")
+    raw = History.load_raw(proj.history_thresholds)
+    files = list(data) if data else list(raw.get("data", {}))
+    rows = aadata.held_back(proj.root, raw, files, Thresholds.load(proj.thresholds), folds)
+    lines = ["| class | measure | held-back pairs | flagged | rate | thresholds (per part) |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r.klass} | {r.measure} | {r.pairs} | {r.flagged} | {100 * r.rate:.1f}% | "
+              f"{', '.join(_pct(t) for t in r.thresholds)} |" for r in rows]
+    total, hit = sum(r.pairs for r in rows), sum(r.flagged for r in rows)
+    return (f"{folds} parts of the series of {', '.join(files)}; the rule: max({raw['factor']}"
+            f" x median, {raw.get('tail_factor', 0)} x largest), rounded up to "
+            f"{_pct(float(raw['step']))}\n\n" + "\n".join(lines)
+            + f"\n\nin all: {hit} of {total} unchanged pairs flagged "
+              f"({100 * hit / total if total else 0:.1f}%)")
+
+
 # --------------------------------------------------------------------------- output
 
 
@@ -188,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--simulate", metavar="CLASS[.MEASURE]", nargs="?", const="bandwidth",
                       help="how often asv's step detection flags steps of a class's size "
                            "in histories of its noise (default: bandwidth, time)")
+    mode.add_argument("--held-back", metavar="FOLDS", type=int, nargs="?", const=2,
+                      help="validate the rule on A/A data held back from it: the series "
+                           "split in FOLDS parts (default 2), each judged by thresholds "
+                           "computed from the others; how many unchanged pairs it flags")
     parser.add_argument("--sizes", metavar="PCT", type=float, nargs="+", default=[],
                         help="with --simulate: steps of these sizes too (percent)")
     parser.add_argument("--from-data", metavar="FILE", nargs="+",
@@ -200,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
             print(simulation_table(History.load(proj.history_thresholds),
                                    Thresholds.load(proj.thresholds), args.simulate,
                                    sizes=[s / 100 for s in args.sizes]))
+            return 0
+        if args.held_back:
+            print(held_back_table(proj, args.from_data, args.held_back))
             return 0
         gen = generate(proj, args.from_data)
     except (ConfigError, ValueError, RuntimeError, project.ProjectError) as err:

@@ -350,5 +350,9 @@ MUTANTS: tuple[Mutant, ...] = (
        "extra = len(listed) - here", "extra = 0",
        ("tests/test_telemetry_processes.py",),
        "a neighbour outside the GPU job's container never seen"),
+    _m("held-back-pairs-also-train", "kperf/history/aadata.py",
+       "train = used_pairs([(p, pl) for p, pl in pairs if part[p.series] != k], gate)",
+       "train = used_pairs(pairs, gate)", (HISTORY,),
+       "the held-back validation judges pairs by thresholds computed with them"),
     *(Mutant(*row) for row in mutants_codegen.ROWS),
 )
