@@ -64,6 +64,7 @@ START_TIMEOUT_S = 60.0
 HELLO_TIMEOUT_S = 30.0
 LOG_TAIL_BYTES = 4000
 SOCKET_PATH_MAX = 107  # AF_UNIX's sun_path holds 108 bytes, the last a NUL
+SOCKET_NAME_CHARS = 33  # "/<group>-<code>.sock" (WorkerSpec.name: 10 and 16 hex digits)
 CLIENT_PYTHONPATH = "KPERF_CLIENT_PYTHONPATH"  # the client's PYTHONPATH, for the worker
 
 
@@ -395,6 +396,9 @@ def run_workers(prefix: str = "kperf-run-", logs: Path | None = None) -> Iterato
 
     explicit = os.environ.get("KPERF_WORKER_DIR")
     base = private_dir(Path(explicit), create=True) if explicit else runtime_dir()
+    if base is not None and len(os.fsencode(base)) + len(prefix) + 9 + SOCKET_NAME_CHARS \
+            > SOCKET_PATH_MAX:
+        base = None  # too deep for its workers' sockets: the temporary folder instead
     folder = private_dir(Path(tempfile.mkdtemp(prefix=prefix, dir=base)))
     saved = {k: os.environ.get(k) for k in ("KPERF_WORKER_DIR", OWNER_ENV)}
     os.environ["KPERF_WORKER_DIR"] = str(folder)

@@ -352,7 +352,7 @@ MUTANTS: tuple[Mutant, ...] = (
        "a neighbour outside the GPU job's container never seen"),
     _m("held-back-pairs-also-train", "kperf/history/aadata.py",
        "train = used_pairs([(p, pl) for p, pl in pairs if part[p.series] != k], gate)",
-       "train = used_pairs(pairs, gate)", (HISTORY,),
+       "train = used_pairs(pairs, gate)", ("tests/test_history_aa.py",),
        "the held-back validation judges pairs by thresholds computed with them"),
     *(Mutant(*row) for row in mutants_codegen.ROWS),
 )

@@ -1,0 +1,72 @@
+"""The history's A/A data read with care (kperf/history/aadata.py): a malformed pair is
+named by file and field, an unknown class to simulate lists the known ones, and the rule is
+validated on A/A series held back from it (``kperf thresholds --held-back``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kperf.gate.config import Thresholds
+from kperf.history import aadata
+from kperf.history import history_thresholds as ht
+from kperf.project import DEFAULTS
+
+from .conftest import REPO
+
+
+def _broken_aa(tmp_path: Path, change: str) -> Path:
+    raw = json.loads((REPO / "tests" / "data" / "h200-history-2026-12-03.json").read_text())
+    first = raw["history"][0]
+    if change == "zero":
+        first["first"] = 0
+    elif change == "no-series":
+        del first["series"]
+    else:
+        raw["history"][0] = "not a pair"
+    path = tmp_path / f"{change}.json"
+    path.write_text(json.dumps(raw))
+    return path
+
+
+@pytest.mark.parametrize("change, said", [
+    ("zero", "field /history/0/first: first must be a positive number"),
+    ("no-series", "field /history/0/series: an A/A pair names its series"),
+    ("not-an-object", "field /history/0: an A/A pair is an object"),
+])
+def test_malformed_aa_data_is_named_not_a_traceback(tmp_path: Path, monkeypatch,
+                                                    capsys, change: str, said: str) -> None:
+    monkeypatch.chdir(REPO)
+    path = _broken_aa(tmp_path, change)
+    assert ht.main(["--from-data", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: {said}" in err, err
+
+
+def test_simulating_a_class_without_a_spread_names_the_known_ones(monkeypatch, capsys) -> None:
+    monkeypatch.chdir(REPO)
+    assert ht.main(["--simulate", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "--simulate nosuch: no spread of that class and measure" in err
+    assert "bandwidth.time" in err
+
+
+def test_held_back_pairs_are_judged_by_thresholds_computed_without_them(tmp_path: Path
+                                                                        ) -> None:
+    """Issue 51: a rule validated on the data it came from cannot fail. Twenty GEMM series
+    that move 1% between two runs and one that moves 20%: computed from the others, the
+    threshold (4 x the 1% median) flags the 20% one when it is held back, and no other."""
+    series = [f"bench_gemm.GemmTime.track_time('case-{i}', 'fp16', 'triton')" for i in range(21)]
+    pairs = [{"series": s, "first": 1.0, "second": 1.01 if i else 1.2}
+             for i, s in enumerate(series)]
+    data = tmp_path / "aa.json"
+    data.write_text(json.dumps({"placed": True, "machines": {"runs": "m"}, "runs": pairs}))
+    raw = {"factor": 4, "step": 0.005, "tail_factor": 1.25}
+    gate = Thresholds.load(DEFAULTS / "thresholds.json")
+    [row] = aadata.held_back(tmp_path, raw, ["aa.json"], gate, folds=3)
+    assert (row.klass, row.measure, row.pairs, row.flagged) == ("compute", "time", 21, 1), row
+    # the part holding the outlier was judged by 4% (1.25 x 1% < 4 x 1%); the others by
+    # 25%, 1.25 x the 20% that their training half held
+    assert sorted(row.thresholds) == [0.04, 0.25, 0.25], row.thresholds
