@@ -313,11 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "the pins (the nightly's run); nothing to do where none is newer")
     parser.add_argument("--find-links", type=Path,
                         help="install the candidate from this folder of wheels, offline")
-    parser.add_argument("--commit", dest="head", default="HEAD",
+    parser.add_argument("--commit", dest="head", default="HEAD", metavar="REV",
                         help="the commit whose kernels are compiled (default HEAD)")
     parser.add_argument("-b", "--bench", action="append",
                         help="case regex (default: every static figure and cold compile)")
-    parser.add_argument("--repo", type=Path, default=Path.cwd())
+    parser.add_argument("--repo", type=Path, default=Path.cwd(),
+                        help="the project's folder (default: here)")
     parser.add_argument("--machine", help="machine name in the report (default: this host's)")
     parser.add_argument("--out", type=Path, help="report folder (default the run's folder)")
     parser.add_argument("--pr-dir", type=Path,
