@@ -57,11 +57,7 @@ def pinned_toolchains() -> list[str]:
     """clang19 (Debian's LLVM 19, the default) and every ROCm release pinned in
     kperf/toolchains/rocm-toolchains.json, oldest first."""
     pins = rocm_toolchain.load_pins()
-    return [hip.DEFAULT_TOOLCHAIN, *sorted(pins["rocm"], key=_version_key)]
-
-
-def _version_key(name: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in name.removeprefix("rocm-").split(".") if p.isdigit())
+    return [hip.DEFAULT_TOOLCHAIN, *sorted(pins["rocm"], key=rocm_toolchain.version_key)]
 
 
 def prepare(names: list[str] | None) -> list[str]:

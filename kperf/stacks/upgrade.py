@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import re
 import subprocess
 import sys
+import tomllib
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
@@ -33,6 +35,7 @@ from kperf.gate.codegen import NAMES
 from kperf.gate.config import Thresholds
 from kperf.gate.errors import EXIT_GATE_ERROR, GateError
 from kperf.gate.plan import GatePlan, Lane
+from kperf.toolchains import version_key
 
 SITES = Path(".asv") / "upgrade" / "sites"
 # the compilers a candidate may replace, as pip names them
@@ -85,9 +88,6 @@ def pins_at(repo: Path, revision: str | None) -> tuple[dict[str, str], list[str]
     """(the compilers the ``stack`` extra of pyproject.toml pins, the ROCm toolchains that
     kperf/toolchains/rocm-toolchains.json pins, oldest first) at ``revision`` (None: the
     working tree); what a file does not hold is empty."""
-    import json
-    import tomllib
-
     def read(path: str) -> str:
         if revision is None:
             file = repo / path
@@ -109,11 +109,7 @@ def pins_at(repo: Path, revision: str | None) -> tuple[dict[str, str], list[str]
         name = name.strip().lower().replace("_", "-")
         if sep and name in PACKAGES:
             pins[name] = version.strip()
-    return pins, sorted(chains, key=_version_key)
-
-
-def _version_key(name: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", name))
+    return pins, sorted(chains, key=version_key)
 
 
 def pin_changes(repo: Path, base: str) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
@@ -175,19 +171,26 @@ def label_of(versions: dict[str, str], chains: dict[str, str], other: dict[str, 
     return ", ".join(parts) or "unchanged"
 
 
+def prepare(chains: dict[str, str]) -> None:
+    """Both toolchains of each pair installed and usable (a ROCm release's LLVM is fetched
+    by its pin the first time)."""
+    if not chains:
+        return
+    from kperf.stacks.matrix import MatrixError, prepare_toolchains
+
+    try:
+        prepare_toolchains(sorted({*chains, *chains.values()}))
+    except MatrixError as err:
+        raise UpgradeError(str(err)) from err
+
+
 def stacks_of(args: argparse.Namespace, repo: Path) -> dict[str, dict[str, Any]]:
     """{"base": the pinned stack, "head": the candidate}, the candidate's site ready; with
     ``--base-pins REV``, base the stack REV pinned (installed) and head this interpreter's."""
     if args.base_pins:
         return _bumped(args, repo)
     chains = parse_chains(args.rocm_toolchain or [])
-    if chains:
-        from kperf.stacks.matrix import MatrixError, prepare_toolchains
-
-        try:  # a ROCm release's LLVM is fetched by its pin the first time
-            prepare_toolchains(sorted({*chains, *chains.values()}))
-        except MatrixError as err:
-            raise UpgradeError(str(err)) from err
+    prepare(chains)
     reqs = requirements(args)
     if args.site and reqs:
         raise UpgradeError("--site is the candidate's packages already installed: give it or "
@@ -231,13 +234,7 @@ def _bumped(args: argparse.Namespace, repo: Path) -> dict[str, dict[str, Any]]:
                                f"{running.get(name, 'none')}: set it up first "
                                f"(tools/setup_env.sh)")
     args.rocm_toolchain = [f"{o}={n}" for o, n in chains.items()]
-    if chains:
-        from kperf.stacks.matrix import MatrixError, prepare_toolchains
-
-        try:
-            prepare_toolchains(sorted({*chains, *chains.values()}))
-        except MatrixError as err:
-            raise UpgradeError(str(err)) from err
+    prepare(chains)
     old = {name: pair[0] for name, pair in packages.items()}
     base: dict[str, Any] = {"label": label_of(old, list(chains), {}),
                             "versions": {**old, **{f"gfx942 {o}": o for o in chains}}}
@@ -369,8 +366,6 @@ def one_at_a_time(args: argparse.Namespace) -> dict[str, str]:
 def _lines_of(report: Path) -> tuple[str, dict[str, str]]:
     """(what the run's head was, {kernel key: its line less the kernel's name}) of a
     report; a run that failed says so for every kernel."""
-    import json
-
     try:
         data = json.loads(report.read_text())
         label = data["stacks"]["head"]["label"]

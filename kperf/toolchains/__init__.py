@@ -51,6 +51,11 @@ def load_pins() -> dict[str, Any]:
     return load_json(PINS, "rocm-toolchains")
 
 
+def version_key(name: str) -> tuple[int, ...]:
+    """``rocm-7.10.0`` -> (7, 10, 0): ROCm toolchains in release order, not by text."""
+    return tuple(int(p) for p in name.removeprefix("rocm-").split(".") if p.isdigit())
+
+
 def checked(path: Path, want: str) -> Path:
     if not path.exists():
         raise ToolchainError(f"{path}: missing")

@@ -106,7 +106,6 @@ class ProcFs:
         raw = self._read(pid, "cmdline") or b""
         return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
-
     def gpu_holders(self, node: str) -> int | None:
         """How many processes here hold a GPU context on the device ``node``
         (``/dev/nvidia0``): an open descriptor of it and the CUDA driver mapped (NVML alone
