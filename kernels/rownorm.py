@@ -44,7 +44,7 @@ def tilelang_row_config(kernel: str, case: Case, target: Target,
     program, and the thread count that divides N with the widest vectors (16-byte loads).
     ``kernel`` ("tilelang_rmsnorm") names the kernel in errors.
     """
-    tuning = TILELANG_TUNING[target.name]
+    tuning = target.pick(TILELANG_TUNING)
     n_cols = case.dims["N"]
     what = f"{kernel.removeprefix('tilelang_')}/{case.name}"
     if n_cols > tuning.max_cols:
@@ -95,7 +95,7 @@ TRITON_TUNING = {
 def triton_row_config(kernel: str, case: Case, target: Target) -> TritonConfig:
     """One power-of-two row block per row; narrow rows grouped; warps from the block size.
     ``kernel`` ("triton_rmsnorm") names the kernel in errors."""
-    tuning = TRITON_TUNING[target.name]
+    tuning = target.pick(TRITON_TUNING)
     n_cols = case.dims["N"]
     block_n = 1 << max(n_cols - 1, 0).bit_length()  # next power of two
     if block_n > tuning.max_block_n:
@@ -109,6 +109,6 @@ def triton_row_config(kernel: str, case: Case, target: Target) -> TritonConfig:
 
 def triton_num_warps(elems: int, target: Target) -> int:
     """Warps for a block of ``elems`` values: ``elems_per_lane`` each, up to ``max_warps``."""
-    tuning = TRITON_TUNING[target.name]
+    tuning = target.pick(TRITON_TUNING)
     lanes = elems // tuning.elems_per_lane
     return min(max(lanes // target.warp_size, 1), tuning.max_warps)

@@ -44,7 +44,7 @@ from kperf.suites import op_suites
 
 (ToyTime, ToyEnergy, ToyRegisters, ToyScratch, ToySharedMem, ToyOccupancy, ToyCodeSize,
  ToyCompile) = op_suites("toy", __name__, codegen_case="c", cases=["c"], dtypes=["fp16"],
-                         backends=["tilelang", "triton"])
+                         backends=["tilelang", "triton"], targets=["gfx942", "sm_90a"])
 '''
 
 CASE = '''\

@@ -170,11 +170,11 @@ def test_the_kernel_source_digest_follows_the_gfx942_toolchain_and_the_readers(
     root = tmp_path / "kernels"
     (root / "gemm").mkdir(parents=True)
     (root / "gemm" / "spec.py").write_text("g")
-    monkeypatch.setattr(hip, "toolchain_identity", lambda: "clang19 as found")
+    monkeypatch.setattr(hip, "toolchain_identity", lambda arch="gfx942": "clang19 as found")
     before = _digests.kernel_source_digest("gemm", root)
-    monkeypatch.setattr(hip, "toolchain_identity", lambda: "rocm-7.2.2")
+    monkeypatch.setattr(hip, "toolchain_identity", lambda arch="gfx942": "rocm-7.2.2")
     assert _digests.kernel_source_digest("gemm", root) != before
-    monkeypatch.setattr(hip, "toolchain_identity", lambda: "clang19 as found")
+    monkeypatch.setattr(hip, "toolchain_identity", lambda arch="gfx942": "clang19 as found")
     assert _digests.kernel_source_digest("gemm", root) == before
     real = Path.read_bytes
     monkeypatch.setattr(Path, "read_bytes", lambda self: real(self) + (
@@ -360,7 +360,7 @@ def test_the_compile_digest_follows_the_kernel_its_compiler_and_the_timing_code(
                 "softmax/spec.py"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(rel)
-    monkeypatch.setattr(hip, "toolchain_identity", lambda: "clang19 as found")
+    monkeypatch.setattr(hip, "toolchain_identity", lambda arch="gfx942": "clang19 as found")
 
     def digest(backend: str, target: str = "gfx942", op: str = "gemm") -> str:
         return _digests.compile_digest(op, backend, target, root)
@@ -376,7 +376,7 @@ def test_the_compile_digest_follows_the_kernel_its_compiler_and_the_timing_code(
     (root / "gemm/spec.py").write_text("a shared file of the op")
     assert digest("triton") != triton and digest("tilelang") != tilelang
     tilelang, triton, sm90 = digest("tilelang"), digest("triton"), digest("tilelang", "sm_90a")
-    monkeypatch.setattr(hip, "toolchain_identity", lambda: "rocm-7.2.2")
+    monkeypatch.setattr(hip, "toolchain_identity", lambda arch="gfx942": "rocm-7.2.2")
     assert digest("tilelang") != tilelang  # gfx942 TileLang: the toolchain compiles it
     assert digest("triton") == triton and digest("tilelang", "sm_90a") == sm90
     real = Path.read_bytes

@@ -14,7 +14,7 @@ from kperf.core import checks
 from kperf.ops import compat
 from kperf.ops.op import Case
 from kperf.ops.registry import get_op
-from kperf.ops.targets import GFX942, SM90A
+from kperf.ops.targets import GFX942, GFX950, SM90A
 
 OP = get_op("fp8_gemm")
 SMALL = Case("small", {"M": 48, "N": 80, "K": 96})
@@ -90,8 +90,12 @@ def test_vendor_fp8_mapping():
         torch.float8_e4m3fnuz, 240.0, "float8_e4m3fnuz")
     assert compat.triton_dtype(nv.name) == "fp8e4nv"
     assert compat.triton_dtype(amd.name) == "fp8e4b8"
-    # CDNA4 is OCP e4m3fn like NVIDIA; CPU tensors are fn (the interpreter cannot load fnuz)
-    assert spec.fp8_format(dataclasses.replace(GFX942, name="gfx950", arch="gfx950")) is spec.E4M3FN
+    # CDNA4 is OCP e4m3fn like NVIDIA, named so for TileLang's MFMA table ("float8_e4m3"
+    # has no entry there); CPU tensors are fn (the interpreter cannot load fnuz)
+    cdna4 = spec.fp8_format(dataclasses.replace(GFX942, name="gfx950", arch="gfx950"))
+    assert cdna4 is spec.fp8_format(GFX950) is spec.E4M3FN_ROCM
+    assert (cdna4.torch_dtype(), cdna4.max_value, cdna4.tilelang_name, cdna4.name) == (
+        torch.float8_e4m3fn, 448.0, "float8_e4m3fn", nv.name)
     assert spec.fp8_format_for_device("cpu") is spec.E4M3FN
 
 
@@ -174,7 +178,8 @@ def test_figure_and_compile_suites_use_fp8_dtype():
             assert cls.__name__ == name, "asv looks a suite up by the name it was given"
             targets, dtypes, backends = cls.params
             assert list(dtypes) == list(OP.dtypes), name
-            assert set(targets) == {"gfx942", "sm_90a"} and set(backends) <= set(OP.backends)
+            assert set(targets) == {"gfx942", "gfx950", "sm_90a"}
+            assert set(backends) <= set(OP.backends)
             assert cls.op == "fp8_gemm" and OP.case(cls.case), name
 
 

@@ -201,3 +201,23 @@ def test_registers_that_cost_nothing_say_their_headroom_and_small_scratch_reads_
     assert "scratch 0 KB → 16 B" in line
     assert f"occupancy unchanged: {base['registers'] + 4} of " in line
     assert f"VGPRs for {base['occupancy']:g} waves" in line
+
+
+def test_gfx950_has_its_own_toolchain_rows() -> None:
+    """gfx950's TileLang code is clang22's wherever clang19 or llvm19 is asked for (LLVM 19
+    has no gfx950), judged once; a target's Triton kernels go into its own toolchains' rows
+    only: gfx942's Triton code is never under clang22, gfx950's never under clang19."""
+    from kperf.gate import cli
+
+    g950, t950 = GFX.replace("gfx942", "gfx950"), TRITON.replace("gfx942", "gfx950")
+    cases = cli.per_toolchain([_case(GFX, "gfx942"), _case(g950, "gfx950")],
+                              ["clang19", "llvm19"])
+    assert [c.get("toolchain") for c in cases] == ["clang19", "llvm19", "clang22"]
+    figures = DATA["kernels"][f"{GFX} [clang19]"]["base"]
+    cases = [_case(GFX, "gfx942", chain="clang19"), _case(g950, "gfx950", chain="clang22"),
+             _case(TRITON, "gfx942", "triton"), _case(t950, "gfx950", "triton")]
+    rows = [r for c in cases for r in _rows(c, figures, {**figures, "registers": 1})]
+    found = codegen.kernels(cases, rows, [_v(c, "SAME") for c in cases])
+    rows_of = {(t, c): sorted(k.backend for k in ks) for t, c, ks in codegen.groups(found)}
+    assert rows_of == {("gfx942", "clang19"): ["tilelang", "triton"],
+                       ("gfx950", "clang22"): ["tilelang", "triton"]}

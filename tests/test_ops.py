@@ -40,4 +40,4 @@ def test_codegen(op_name, backend, target):
         if op_name in ("gemm", "fp8_gemm", "attention"):
             assert figures["isa.matrix"] > 0, f"{op_name}/{backend}: no matrix-core instruction"
         if backend == "tilelang":
-            assert artifacts["toolchain"] == hip.toolchain_name()
+            assert artifacts["toolchain"] == hip.toolchain_name(target)

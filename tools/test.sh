@@ -15,8 +15,9 @@ if ! [ -x /usr/lib/chromium/chromium ] && ! [ -x /usr/bin/chromium ]; then
          "tests/test_site_browser.py will skip" >&2
   fi
 fi
-# one ROCm release's LLVM for tests/test_rocm_codegen.py (62 MB from PyPI, kept in .cache)
-.venv/bin/kperf toolchain fetch rocm-7.2.2 >/dev/null
+# one ROCm release's LLVM for tests/test_rocm_codegen.py and gfx950's disassembly (62 MB
+# from PyPI), and gfx950's compiler, clang22 (ziglang's wheel, 101 MB), kept in .cache
+.venv/bin/kperf toolchain fetch rocm-7.2.2 clang22 >/dev/null
 # the wheels the tests install (asv's environments, the stack matrix): after this, the run
 # needs no network (tests/_wheels.py; tests/conftest.py points pip here, proxies nowhere)
 .venv/bin/python -m tests._wheels \

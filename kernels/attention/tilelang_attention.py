@@ -52,7 +52,7 @@ SEQ_MULTIPLE = max(max(c.block_M, c.block_N) for c in DEFAULTS.values())
 def default_config(case: Case, target: Target) -> Config:
     head_dim = check_dims(case)["D"]
     try:
-        return DEFAULTS[(target.name, head_dim)]
+        return target.pick(DEFAULTS, head_dim)
     except KeyError:
         raise ValueError(f"attention/{case.name}: no TileLang config for {target.name} with "
                          f"head_dim {head_dim}; have {sorted(DEFAULTS)}") from None

@@ -71,8 +71,10 @@ class Fp8Format:
 
 
 # TileLang's "float8_e4m3" is OCP e4m3fn on CUDA; its MFMA emitter for ROCm needs the
-# explicit "float8_e4m3fnuz" (it has no MFMA mapping for plain "float8_e4m3").
+# explicit "float8_e4m3fnuz" or "float8_e4m3fn" (it has no MFMA mapping for plain
+# "float8_e4m3": TileLang 0.1.15's gfx950 lowering stopped at KeyError there).
 E4M3FN = Fp8Format("fp8e4m3", "float8_e4m3fn", "float8_e4m3", 448.0)
+E4M3FN_ROCM = Fp8Format("fp8e4m3", "float8_e4m3fn", "float8_e4m3fn", 448.0)
 E4M3FNUZ = Fp8Format("fp8e4m3fnuz", "float8_e4m3fnuz", "float8_e4m3fnuz", 240.0)
 
 
@@ -83,7 +85,9 @@ def _is_fnuz_arch(arch: str) -> bool:
 
 def fp8_format(target: Target) -> Fp8Format:
     """The e4m3 encoding a target's matrix cores consume."""
-    return E4M3FNUZ if target.vendor == "amd" and _is_fnuz_arch(target.arch) else E4M3FN
+    if target.vendor != "amd":
+        return E4M3FN
+    return E4M3FNUZ if _is_fnuz_arch(target.arch) else E4M3FN_ROCM
 
 
 def fp8_format_for_device(device: str) -> Fp8Format:
@@ -100,7 +104,7 @@ def fp8_format_for_device(device: str) -> Fp8Format:
     if index is None:
         index = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(index)
-    return E4M3FNUZ if _is_fnuz_arch(props.gcnArchName) else E4M3FN
+    return E4M3FNUZ if _is_fnuz_arch(props.gcnArchName) else E4M3FN_ROCM
 
 
 def check_dtype(dtype: str) -> None:

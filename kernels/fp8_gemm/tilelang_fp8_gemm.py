@@ -55,7 +55,7 @@ SMALL_M = {
 
 def default_config(case: Case, target: Target) -> Config:
     table = SMALL_M if case.dims["M"] <= 64 else DEFAULTS
-    return table[target.name]
+    return target.pick(table)
 
 
 def scaled_matmul(M: int, N: int, K: int, cfg: Config, target: Target):

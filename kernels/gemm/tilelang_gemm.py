@@ -42,7 +42,7 @@ SMALL_M = {
 
 def default_config(case: Case, target: Target, dtype: str = "fp16") -> Config:
     table = SMALL_M if case.dims["M"] <= 64 else DEFAULTS
-    return table[target.name]
+    return target.pick(table)
 
 
 def matmul(M: int, N: int, K: int, dtype: str, cfg: Config, target: Target):

@@ -23,7 +23,7 @@ DEFAULTS = {"sm_90a": Config(block_M=16, threads=128), "gfx942": Config(block_M=
 
 
 def default_config(case: Case, target: Target, dtype: str = "fp16") -> Config:
-    return DEFAULTS[target.name]
+    return target.pick(DEFAULTS)
 
 
 def rope(M: int, H: int, D: int, dtype: str, cfg: Config, target: Target):

@@ -23,7 +23,7 @@ DEFAULTS = {"sm_90a": Config(BLOCK_H=4, num_warps=4), "gfx942": Config(BLOCK_H=4
 
 
 def default_config(case: Case, target: Target) -> Config:
-    return DEFAULTS[target.name]
+    return target.pick(DEFAULTS)
 
 
 @triton.jit

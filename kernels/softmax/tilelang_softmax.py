@@ -48,7 +48,7 @@ TUNING = {
 
 def default_config(case: Case, target: Target, dtype: str = "fp16") -> Config:
     """Looped beyond ``max_cols``; else the row layout of the norms (kernels/rownorm.py)."""
-    tuning = TUNING[target.name]
+    tuning = target.pick(TUNING)
     if case.dims["N"] > tuning.max_cols:
         return Config(block_M=1, threads=tuning.threads, looped=True,
                       block_N=tuning.loop_block_n)

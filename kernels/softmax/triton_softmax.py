@@ -48,7 +48,7 @@ TUNING = {
 
 
 def default_config(case: Case, target: Target) -> Config:
-    tuning = TUNING[target.name]
+    tuning = target.pick(TUNING)
     if triton.next_power_of_2(case.dims["N"]) > tuning.max_block_n:
         return Config(BLOCK_M=1, BLOCK_N=tuning.loop_block_n, looped=True,
                       num_warps=triton_num_warps(tuning.loop_block_n, target),

@@ -26,7 +26,7 @@ DEFAULTS = {
 
 
 def default_config(case: Case, target: Target, dtype: str = "fp16") -> Config:
-    return DEFAULTS[target.name]
+    return target.pick(DEFAULTS)
 
 
 def swiglu(M: int, N: int, dtype: str, cfg: Config, target: Target):

@@ -27,7 +27,7 @@ DEFAULTS = {
 
 
 def default_config(case: Case, target: Target) -> Config:
-    return DEFAULTS[target.name]
+    return target.pick(DEFAULTS)
 
 
 @triton.jit

@@ -40,6 +40,8 @@ def _bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         "LLVMCreateMemoryBufferWithContentsOfFile":
             (ctypes.c_int, [text, ctypes.POINTER(ptr), ctypes.POINTER(text)]),
         "LLVMParseBitcodeInContext2": (ctypes.c_int, [ptr, ptr, ctypes.POINTER(ptr)]),
+        "LLVMParseIRInContext":
+            (ctypes.c_int, [ptr, ptr, ctypes.POINTER(ptr), ctypes.POINTER(text)]),
         "LLVMGetTargetFromTriple":
             (ctypes.c_int, [text, ctypes.POINTER(ptr), ctypes.POINTER(text)]),
         "LLVMCreateTargetMachine":
@@ -78,7 +80,12 @@ def compile_bitcode(lib_path: Path, bitcode: Path, out: Path, mcpu: str) -> None
     if lib.LLVMCreateMemoryBufferWithContentsOfFile(str(bitcode).encode(), ctypes.byref(buffer),
                                                     ctypes.byref(message)):
         raise BackendError(f"{bitcode}: {message.value!r}")
-    if lib.LLVMParseBitcodeInContext2(lib.LLVMContextCreate(), buffer, ctypes.byref(module)):
+    if bitcode.suffix == ".ll":  # textual IR of a newer front end (kperf.core.hip)
+        if lib.LLVMParseIRInContext(lib.LLVMContextCreate(), buffer, ctypes.byref(module),
+                                    ctypes.byref(message)):
+            raise BackendError(f"{bitcode}: this LLVM cannot parse the IR: "
+                               f"{message.value.decode(errors='replace')[:2000]}")
+    elif lib.LLVMParseBitcodeInContext2(lib.LLVMContextCreate(), buffer, ctypes.byref(module)):
         raise BackendError(f"{bitcode}: this LLVM cannot read the bitcode (older than its writer?)")
     if lib.LLVMGetTargetFromTriple(TRIPLE, ctypes.byref(target), ctypes.byref(message)):
         raise BackendError(f"{lib_path}: no AMDGPU target ({message.value!r})")

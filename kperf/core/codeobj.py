@@ -1,4 +1,4 @@
-"""Static figures of a gfx942 code object, read the same way for TileLang and Triton.
+"""Static figures of a gfx942 or gfx950 code object, read the same way for TileLang and Triton.
 
 From the code object's own metadata (``llvm-readelf --notes``): VGPRs (architectural plus
 accumulation registers, which share one file on CDNA3), AGPRs, SGPRs, scratch, spills,
@@ -8,7 +8,11 @@ rule for both languages, counting the LDS a launch asks for at run time as well 
 static LDS (LLVM's own occupancy figure sees only the static part, and TileLang's and
 Triton's kernels take all their LDS dynamically), for the work-group size of the launch. The
 rules are LLVM 19's for gfx942, checked against clang-19's own figures on real code objects
-(docs/amd.md, "Occupancy"; tests/test_codeobj_llvm.py).
+(docs/amd.md, "Occupancy"; tests/test_codeobj_llvm.py); gfx950 keeps gfx942's register file
+and wave slots and has 160 KiB of LDS (LLVM 22's rules, checked against clang 22's figures:
+tests/test_gfx950.py). The target is read from the code object's own ELF flags; LLVM 19
+cannot disassemble gfx950, so its code is disassembled by a ROCm release's LLVM
+(``kperf.core.amdgpu_disasm``).
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from __future__ import annotations
 import math
 import re
 import subprocess
+import sys
 import tempfile
 from collections import Counter
+from pathlib import Path
 
 WAVE_SIZE = 64
 SIMDS_PER_CU = 4
@@ -27,7 +33,9 @@ VGPR_GRANULE = 8
 # LLVM's table for VI..GFX9, not a division of a register file: (most SGPRs, waves)
 SGPR_WAVES = ((80, 10), (88, 9), (100, 8))
 SGPR_WAVES_OVER = 7
-LDS_PER_CU = 64 * 1024
+LDS_PER_CU = 64 * 1024  # gfx942's
+# EF_AMDGPU_MACH of the ELF header's flags -> (target, LDS bytes a CU has)
+MACHINES = {0x4C: ("gfx942", LDS_PER_CU), 0x4F: ("gfx950", 160 * 1024)}
 MAX_THREADS_PER_GROUP = 1024
 CANNOT_LAUNCH = "cannot launch"
 
@@ -46,6 +54,36 @@ def _run_tool(tool: str, args: list[str], code_object: bytes) -> str:
                              timeout=120)
     if out.returncode != 0:
         raise ValueError(f"{tool} cannot read the code object: {out.stderr.strip()[-500:]}")
+    return out.stdout
+
+
+def machine(code_object: bytes) -> tuple[str, int]:
+    """(target, LDS bytes a CU has) of a code object, from its ELF header's flags."""
+    if code_object[:4] != b"\x7fELF" or len(code_object) < 0x34:
+        raise ValueError("not an ELF code object")
+    mach = int.from_bytes(code_object[0x30:0x34], "little") & 0xFF
+    if mach not in MACHINES:
+        raise ValueError(f"code object for EF_AMDGPU_MACH {mach:#x}: not gfx942 or gfx950")
+    return MACHINES[mach]
+
+
+def disassemble(code_object: bytes, arch: str) -> str:
+    """``llvm-objdump -d`` text of the code object: LLVM 19's for gfx942, a ROCm release's
+    LLVM's (``kperf.core.hip.disassembler``) for what LLVM 19 does not know."""
+    from kperf.core import hip
+
+    library = hip.disassembler(arch)
+    if library is None:
+        return _run_tool("llvm-objdump", ["-d", f"--mcpu={arch}", "--no-show-raw-insn"],
+                         code_object)
+    script = Path(__file__).with_name("amdgpu_disasm.py")
+    with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
+        f.write(code_object)
+        f.flush()
+        out = subprocess.run([sys.executable, str(script), str(library), f.name, "--mcpu", arch],
+                             capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise ValueError(f"{library} cannot disassemble the code object: {out.stderr[-500:]}")
     return out.stdout
 
 
@@ -140,7 +178,8 @@ def code_digest(disassembly: str, resources: dict[str, int | str]) -> str:
     return digest.hexdigest()[:16]
 
 
-def occupancy(vgprs: int, sgprs: int, lds_bytes: int, threads: int) -> tuple[int, str]:
+def occupancy(vgprs: int, sgprs: int, lds_bytes: int, threads: int,
+              lds_per_cu: int = LDS_PER_CU) -> tuple[int, str]:
     """(waves per SIMD, what limits it) for work-groups of ``threads`` that each take
     ``lds_bytes`` of LDS (static + dynamic): the least of what the VGPRs, the SGPRs, the
     LDS, the work-group slots and the wave slots allow; ties name each limit. A work-group
@@ -149,8 +188,9 @@ def occupancy(vgprs: int, sgprs: int, lds_bytes: int, threads: int) -> tuple[int
         raise ValueError(f"threads per work-group must be at least 1, not {threads}")
     if threads > MAX_THREADS_PER_GROUP:
         return 0, f"over {MAX_THREADS_PER_GROUP} threads a work-group: {CANNOT_LAUNCH}"
-    if lds_bytes > LDS_PER_CU:
-        return 0, f"LDS over 64 KiB a work-group ({lds_bytes} bytes): {CANNOT_LAUNCH}"
+    if lds_bytes > lds_per_cu:
+        return 0, (f"LDS over {lds_per_cu // 1024} KiB a work-group ({lds_bytes} bytes): "
+                   f"{CANNOT_LAUNCH}")
     waves_per_group = math.ceil(threads / WAVE_SIZE)
     # LLVM also holds groups of 2 waves or more to 16 a CU (one barrier each): with 32
     # wave slots a CU that never binds on gfx942
@@ -165,7 +205,7 @@ def occupancy(vgprs: int, sgprs: int, lds_bytes: int, threads: int) -> tuple[int
             max(1, VGPRS_PER_SIMD_LANE // (math.ceil(vgprs / VGPR_GRANULE) * VGPR_GRANULE))),
         "SGPRs": min(MAX_WAVES_PER_SIMD, next(
             (waves for most, waves in SGPR_WAVES if sgprs <= most), SGPR_WAVES_OVER)),
-        "LDS": per_simd(LDS_PER_CU // lds_bytes) if lds_bytes else MAX_WAVES_PER_SIMD,
+        "LDS": per_simd(lds_per_cu // lds_bytes) if lds_bytes else MAX_WAVES_PER_SIMD,
         "work-groups": per_simd(group_slots),
         "waves": MAX_WAVES_PER_SIMD,
     }
@@ -184,7 +224,8 @@ def main_kernel(kernels: list[dict[str, int | str]]) -> dict[str, int | str]:
 
 
 def kernel_figures(kernel: dict[str, int | str], dynamic_lds_bytes: int = 0,
-                   threads: int | None = None) -> dict[str, float | str]:
+                   threads: int | None = None,
+                   lds_per_cu: int = LDS_PER_CU) -> dict[str, float | str]:
     """A kernel's resources and occupancy, from its metadata entry (``parse_kernel_metadata``).
 
     ``threads``: the launch's work-group size, where the caller knows it; else the kernel's
@@ -201,7 +242,7 @@ def kernel_figures(kernel: dict[str, int | str], dynamic_lds_bytes: int = 0,
     if threads > most:
         waves, limit = 0, f"{threads} threads over the kernel's maximum {most}: {CANNOT_LAUNCH}"
     else:
-        waves, limit = occupancy(vgprs, sgprs, lds_total, threads)
+        waves, limit = occupancy(vgprs, sgprs, lds_total, threads, lds_per_cu)
     return {
         "registers": vgprs, "agprs": int(kernel.get("agpr_count", 0)), "sgprs": sgprs,
         "scratch_bytes": int(kernel.get("private_segment_fixed_size", 0)),
@@ -214,13 +255,14 @@ def kernel_figures(kernel: dict[str, int | str], dynamic_lds_bytes: int = 0,
 
 def figures(code_object: bytes, dynamic_lds_bytes: int = 0,
             threads: int | None = None) -> dict[str, float | str]:
-    """Every figure a gfx942 code object gives (``kernel_figures`` of its main kernel, for
-    the launch's ``threads`` where known), its instruction mix under ``isa.<kind>``."""
+    """Every figure a gfx942 or gfx950 code object gives (``kernel_figures`` of its main
+    kernel, for the launch's ``threads`` where known), its instruction mix under
+    ``isa.<kind>``."""
+    arch, lds_per_cu = machine(code_object)
     kernel = main_kernel(parse_kernel_metadata(_run_tool("llvm-readelf", ["--notes"], code_object)))
     sizes = parse_symbol_sizes(_run_tool("llvm-readelf", ["-s", "--wide"], code_object))
-    disassembly = _run_tool("llvm-objdump", ["-d", "--mcpu=gfx942", "--no-show-raw-insn"],
-                            code_object)
-    out = kernel_figures(kernel, dynamic_lds_bytes, threads)
+    disassembly = disassemble(code_object, arch)
+    out = kernel_figures(kernel, dynamic_lds_bytes, threads, lds_per_cu)
     out["code_bytes"] = sum(sizes.values())
     out.update({f"isa.{kind}": count for kind, count in instruction_mix(disassembly).items()})
     out["code_sha"] = code_digest(disassembly, kernel)

@@ -193,7 +193,8 @@ def nvidia_occupancy(registers: int, threads: int, shared_bytes: int) -> tuple[f
 def unavailable(target: str, backend: str, toolchain: str | None = None) -> str:
     """Why this machine cannot make a kernel's device binary and static figures for
     ``target`` ('' where it can): gfx942 needs LLVM 19's readers of code objects, and
-    TileLang's HIP source a gfx942 toolchain (``kperf.core.hip``); sm_90a needs cuobjdump, and
+    TileLang's HIP source a gfx942 toolchain (``kperf.core.hip``); gfx950 also a ROCm
+    LLVM's disassembler, and for TileLang clang22; sm_90a needs cuobjdump, and
     TileLang nvcc; Triton its backend for the target. A GPU runner set up without the gfx942
     tools leaves those figures to a machine that has them (docs/amd.md)."""
     import importlib.util
@@ -204,12 +205,14 @@ def unavailable(target: str, backend: str, toolchain: str | None = None) -> str:
         if target.startswith("gfx"):
             for tool in ("llvm-readelf", "llvm-objdump"):
                 hip.tool_path(tool)
+            hip.disassembler(target)
             if backend == "tilelang":
-                hip.tool_path("clang")
-                chain = hip.toolchain(toolchain)
+                chain = hip.toolchain(toolchain, target)
                 hip.hip_tree()
-                if chain.libllvm is not None:
-                    hip.tool_path("ld.lld")
+                if chain.kit is None:
+                    hip.tool_path("clang")
+                    if chain.libllvm is not None:
+                        hip.tool_path("ld.lld")
         else:
             cuobjdump_path()
             if backend == "tilelang" and not nvcc_path():

@@ -109,15 +109,17 @@ CODEGEN_KINDS = ("static", "compile")
 
 
 def per_toolchain(cases: list[dict[str, Any]], toolchains: list[str]) -> list[dict[str, Any]]:
-    """gfx942 TileLang code cases once per toolchain, each named ``<case> [<toolchain>]``
-    with its suite's case in ``suite_case`` (a toolchain compiles TileLang's HIP source;
-    Triton brings its own LLVM, so its cases are judged once)."""
+    """AMD TileLang code cases once per toolchain (gfx950: clang22 for clang19 and llvm19),
+    each named ``<case> [<toolchain>]``, its suite's case in ``suite_case`` (Triton brings
+    its own LLVM: its cases are judged once)."""
+    from kperf.core.hip import chain_for
     out = []
     for case in cases:
         if (case["kind"] in CODEGEN_KINDS and case.get("target", "").startswith("gfx")
                 and case["spec"].get("backend") == "tilelang"):
+            chains = dict.fromkeys(chain_for(c, case["target"]) for c in toolchains)
             out += [{**case, "name": f"{case['name']} [{chain}]", "toolchain": chain,
-                     "suite_case": case["name"]} for chain in toolchains]
+                     "suite_case": case["name"]} for chain in chains]
         else:
             out.append(case)
     return out
@@ -192,9 +194,8 @@ def toolchains_of(args: argparse.Namespace) -> list[str]:
     if len(set(names)) != len(names):
         raise GateError(f"--rocm-toolchain: a toolchain is listed twice: {names}")
     for name in names:
-        if name not in ("clang19", "llvm19") and not name.startswith("rocm-"):
-            raise GateError(f"--rocm-toolchain {name!r}: not a toolchain (clang19, llvm19 or "
-                            f"rocm-<version>; kperf/toolchains/rocm-toolchains.json)")
+        if name not in ("clang19", "llvm19", "clang22") and not name.startswith("rocm-"):
+            raise GateError(f"--rocm-toolchain {name!r}: not clang19, llvm19, clang22 or rocm-<v>")
     return names
 
 

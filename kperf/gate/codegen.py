@@ -216,12 +216,15 @@ def groups(found: Sequence[Kernel]) -> list[tuple[str, str, list[Kernel]]]:
     """(target, toolchain, its kernels): one row per gfx942 toolchain, holding TileLang's
     kernels under it and Triton's gfx942 kernels (the same under every toolchain: a team
     reads each toolchain's row as the gfx942 verdict under it), and one per other target."""
-    chains = sorted({k.toolchain for k in found if k.toolchain})
+    chains: dict[str, set[str]] = {}  # each AMD target's own toolchains
+    for k in found:
+        if k.toolchain:
+            chains.setdefault(k.target, set()).add(k.toolchain)
     out: dict[tuple[str, str], list[Kernel]] = {}
     for k in found:
         target, maker = group_label(k)
-        if target.startswith("gfx") and k.backend == "triton" and chains:
-            for chain in chains:
+        if target.startswith("gfx") and k.backend == "triton" and chains.get(target):
+            for chain in sorted(chains[target]):
                 out.setdefault((target, chain), []).append(k)
         else:
             out.setdefault((target, maker if target.startswith("gfx") else

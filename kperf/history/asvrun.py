@@ -27,7 +27,7 @@ from kperf import project
 # Suites that need no GPU: static figures of gfx942 / sm_90a code and compile times.
 CPU_SUITES = r"(Registers|Scratch|SharedMem|Occupancy|CodeSize|Compile)\."
 TIMED_SUITES = r"(Time|Energy)\.track_"
-CODEGEN_TARGETS = ("gfx942", "sm_90a")
+CODEGEN_TARGETS = ("gfx942", "gfx950", "sm_90a")
 CODEGEN_BACKENDS = ("tilelang", "triton")
 
 

@@ -242,6 +242,8 @@ def prepare_toolchains(names: Sequence[str]) -> list[str]:
         for name in names:
             if name.startswith("rocm-"):
                 rocm_toolchain.fetch_rocm(name, pins, hip.toolchain_root())
+            elif name == hip.CLANG22:
+                rocm_toolchain.fetch_clang22(pins, hip.toolchain_root())
             hip.toolchain(name)
     except (rocm_toolchain.ToolchainError, ConfigError, hip.ToolchainMissing) as err:
         raise MatrixError(f"--rocm-toolchain: {err}") from err

@@ -299,8 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--site", type=Path, help="the candidate's packages, already "
                                                   "installed in this folder (a local build)")
     parser.add_argument("--rocm-toolchain", nargs="+", metavar="OLD=NEW",
-                        help="gfx942 toolchains: base compiles TileLang's HIP source with OLD, "
-                             "head with NEW (clang19, llvm19, rocm-<version>)")
+                        help="AMD toolchains: base compiles TileLang's HIP source with OLD, "
+                             "head with NEW (clang19, llvm19, clang22, rocm-<version>; for "
+                             "gfx950 clang19 and llvm19 are clang22)")
     parser.add_argument("--base-pins", metavar="REV",
                         help="a change of pins: base compiles with what REV pinned "
                              "(pyproject.toml's stack extra, the ROCm toolchains), head with "

@@ -37,7 +37,7 @@ class _StaticFigure:
     case: str = ""
     figure: str = ""
     unit: str = ""
-    params = (["gfx942", "sm_90a"], ["fp16"], ["tilelang", "triton"])
+    params = (["gfx942", "gfx950", "sm_90a"], ["fp16"], ["tilelang", "triton"])
     param_names = ("target", "dtype", "backend")
     timeout = 600
 
@@ -66,7 +66,7 @@ class _Codegen(_StaticFigure):
         params = dict(zip(self.param_names, (target, dtype, backend), strict=True))
         record.write_record(_bench_name(self, "track_value"), params, {
             "kind": "codegen", "op": self.op, "case": self.case,
-            "toolchain": hip.toolchain_name() if target == "gfx942" else None,
+            "toolchain": hip.toolchain_name(target) if target.startswith("gfx") else None,
             "figures": result["figures"], "config": result["config"],
             "recorded_at": time.time()}, codegen_record_root())
         super().setup(target, dtype, backend)
@@ -84,7 +84,7 @@ class _CompileTime:
 
     op: str = ""
     case: str = ""
-    params = (["gfx942", "sm_90a"], ["fp16"], ["tilelang", "triton"])
+    params = (["gfx942", "gfx950", "sm_90a"], ["fp16"], ["tilelang", "triton"])
     param_names = ("target", "dtype", "backend")
     timeout = 900
     repeat = 3
@@ -171,7 +171,7 @@ _FIGURES = (("Registers", "registers", "registers"), ("Scratch", "scratch_bytes"
             ("SharedMem", "shared_bytes", "bytes"), ("Occupancy", "occupancy", "waves"))
 
 
-TARGETS = ("gfx942", "sm_90a")  # what the CPU-side suites compile for
+TARGETS = ("gfx942", "gfx950", "sm_90a")  # what the CPU-side suites compile for
 
 
 def cpu_suites(prefix: str, op: str, case: str, module: str,

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kperf.core import codeobj, hip, record, static
+from kperf.core import amdgpu_disasm, codeobj, hip, record, static
 from kperf.ops.files import digest_files, op_files, package_dir, package_files
 
 # When an op's baseline (torch) is timed: "changed" (default) at a commit where what its
@@ -152,7 +152,7 @@ def compile_digest(op_name: str, backend: str, target: str, root: Path | None = 
     if backend == "tilelang" and target.startswith("sm_"):
         _hash_nvcc(digest)
     if backend == "tilelang" and target.startswith("gfx"):
-        digest.update(hip.toolchain_identity().encode())
+        digest.update(hip.toolchain_identity(target).encode())
     for name in COMPILE_TIMING_CODE:
         digest.update(Path(__file__).with_name(name).read_bytes())
     digest.update(f"{target}\n{sys.version}".encode())
@@ -169,8 +169,9 @@ def kernel_source_digest(op_name: str, root: Path | None = None) -> str:
     _hash_code(digest, op_name, None, root)
     _hash_versions(digest, COMPILERS)
     _hash_nvcc(digest)
-    digest.update(hip.toolchain_identity().encode())
-    for reader in (static, hip, codeobj):
+    for arch in ("gfx942", *sorted(hip.NEEDS_CLANG22)):
+        digest.update(hip.toolchain_identity(arch).encode())
+    for reader in (static, hip, codeobj, amdgpu_disasm):
         digest.update(Path(reader.__file__).read_bytes())
     return digest.hexdigest()[:20]
 

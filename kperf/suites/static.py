@@ -42,7 +42,7 @@ def _static_cache_path(key: dict[str, str]) -> Path:
     base = Path(os.environ.get("ASV_ENV_DIR", tempfile.gettempdir())) / "kperf-static"
     content = {**key, "source": kernel_source_digest(key["op"])}
     if key.get("toolchain"):
-        content["toolchain"] = hip.toolchain(key["toolchain"]).identity()
+        content["toolchain"] = hip.toolchain(key["toolchain"], key["target"]).identity()
     return base / f"{record.params_key(content)}.json"
 
 
@@ -82,7 +82,7 @@ def device_artifacts(be: Any, case_def: Any, dtype: str, target: Any,
     """A backend's ahead-of-time artifacts for a target down to a device binary: TileLang's
     gfx942 HIP source is compiled to a code object here, by the toolchain named (default:
     the run's; ``kperf.core.hip``), as hipcc would on a ROCm machine."""
-    chain = hip.toolchain(toolchain) if toolchain else None
+    chain = hip.toolchain(toolchain, target.arch) if toolchain else None
     return hip.with_code_object(be.aot(case_def, dtype, target), target.vendor, target.arch,
                                 chain)
 
