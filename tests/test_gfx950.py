@@ -211,3 +211,17 @@ def test_rocm_7_2_2_compiles_gfx950_from_clang22s_ir(tmp_path: Path,
     assert codeobj.machine(rocm["hsaco"])[0] == "gfx950"
     assert ours["isa.matrix"] == theirs["isa.matrix"] > 0
     assert ours["code_sha"] != theirs["code_sha"]
+
+
+def test_the_headroom_counts_gfx950s_lds() -> None:
+    """Triton 3.8.0's gfx950 GEMM (kperf upgrade, 2026-12-07): 254 VGPRs, 98.9 KB of LDS
+    for 512 threads at 2 waves. Its headroom is 256 VGPRs by gfx950's 160 KiB; by gfx942's
+    64 KiB no register count launches it at all, and the line read "254 of 254"."""
+    from kperf.core.static import register_headroom
+
+    gemm = {"registers": 254, "occupancy": 2, "threads": 512, "shared_bytes": 101312,
+            "sgprs": 46, "lds_per_cu_bytes": 160 * 1024}
+    assert register_headroom(gemm, amd=True) == "254 of 256 VGPRs for 2 waves"
+    recorded = {k: v for k, v in gemm.items() if k != "lds_per_cu_bytes"}  # before gfx950
+    assert register_headroom({**recorded, "shared_bytes": 32768}, amd=True) == \
+        "254 of 256 VGPRs for 2 waves"

@@ -250,6 +250,7 @@ def kernel_figures(kernel: dict[str, int | str], dynamic_lds_bytes: int = 0,
         "sgpr_spills": int(kernel.get("sgpr_spill_count", 0)),
         "lds_static_bytes": lds_static, "shared_bytes": lds_total, "threads": threads,
         "threads_from": threads_from, "occupancy": waves, "occupancy_limit": limit,
+        "lds_per_cu_bytes": lds_per_cu,  # the target's, for the headroom at this occupancy
     }
 
 

@@ -292,11 +292,12 @@ def register_headroom(figures: dict[str, Any], amd: bool) -> str:
     if not waves:
         return ""
     if amd:
-        from kperf.core.codeobj import VGPRS_PER_SIMD_LANE, occupancy
+        from kperf.core.codeobj import LDS_PER_CU, VGPRS_PER_SIMD_LANE, occupancy
 
         sgprs = int(figures.get("sgprs") or 0)
+        lds = int(figures.get("lds_per_cu_bytes") or LDS_PER_CU)  # gfx942's before gfx950
         most = max((v for v in range(regs, VGPRS_PER_SIMD_LANE + 1)
-                    if occupancy(v, sgprs, shared, threads)[0] >= waves), default=regs)
+                    if occupancy(v, sgprs, shared, threads, lds)[0] >= waves), default=regs)
         return f"{regs} of {most} VGPRs for {_plural(waves, 'wave')}"
     most = max((r for r in range(regs, 256)
                 if nvidia_occupancy(r, threads, shared)[0] >= waves), default=regs)

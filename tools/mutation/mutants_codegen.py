@@ -355,6 +355,9 @@ ROWS: tuple[Row, ...] = (
      'chains.setdefault("gfx942", set()).add(k.toolchain)\n'
      '            chains.setdefault("gfx950", set()).add(k.toolchain)', (GATE_CODEGEN,),
      "gfx942's Triton kernels judged under gfx950's clang22 row too"),
+    ("gfx950-headroom-by-gfx942s-lds", "kperf/core/static.py",
+     'lds = int(figures.get("lds_per_cu_bytes") or LDS_PER_CU)', "lds = LDS_PER_CU", (GFX950,),
+     "a gfx950 kernel over 64 KiB of LDS given no register headroom ('254 of 254 VGPRs')"),
     # ---- the history thresholds' A/A data (kperf/history/aadata.py)
     ("aa-falls-not-swapped", "kperf/history/aadata.py",
      "return max(self.second / self.first, self.first / self.second) - 1.0",
