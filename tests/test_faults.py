@@ -72,8 +72,10 @@ def _seed(root: Path) -> dict[str, str]:
 
 
 def _digests(root: Path) -> dict[str, str]:
+    """What the project has recorded (the run's HASHFILE, its own while it lasts, aside)."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted((root / ".asv").rglob("*")) if p.is_file()}
+            for p in sorted((root / ".asv").rglob("*"))
+            if p.is_file() and not p.name.startswith("kperf-hashes-")}
 
 
 def _records(root: Path) -> list[dict]:
@@ -130,6 +132,7 @@ def test_bench_leaves_no_hash_file_behind(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
     assert _leftover_tmp(tmp_path) == [], "kperf.history.bench left its HASHFILE in $TMPDIR"
+    assert not list((tmp_path / ".asv").glob("kperf-hashes-*")), "nor in the project's .asv"
     assert "HASHFILE:" in (tmp_path / "asv-calls.log").read_text()
     assert (tmp_path / "html" / "index.json").exists()
     after = _digests(tmp_path)
@@ -250,8 +253,9 @@ def test_tool_killed_while_asv_runs(tmp_path: Path) -> None:
     records = _records(tmp_path)
     assert sorted(str(r["params"]) for r in records) == [
         "{'case': 'first'}", "{'case': 'second'}", "{}"]
-    left = _leftover_tmp(tmp_path)
-    assert all(n.startswith(("kperf-hashes-", "kperf-run-")) for n in left), left
+    left = _leftover_tmp(tmp_path)  # the HASHFILE is the project's (.asv), not $TMPDIR's
+    assert all(n.startswith("kperf-run-") for n in left), left
+    assert len(list((tmp_path / ".asv").glob("kperf-hashes-*.txt"))) == 1
     assert all(not any((tmp_path / "tmp" / n).iterdir()) for n in left if "-run-" in n)
     after = _digests(tmp_path)
     assert {k: after[k] for k in before} == before

@@ -316,10 +316,12 @@ def _run_with_eta(cmd: list[str], repo: Path, env: dict[str, str],
 
 
 @contextlib.contextmanager
-def write_hashfile(shas: Sequence[str]) -> Iterator[str]:
-    """A file of commit hashes, for asv's ``HASHFILE:`` revision argument, removed when
-    the ``with`` block ends, also on an error or Ctrl-C (only SIGKILL can leave it)."""
-    fd, path = tempfile.mkstemp(prefix="kperf-hashes-", suffix=".txt")
+def write_hashfile(shas: Sequence[str], folder: Path) -> Iterator[str]:
+    """A file of commit hashes, for asv's ``HASHFILE:`` revision argument, in ``folder``
+    (the project's ``.asv``: a run killed outright leaves it there, not in the temporary
+    folder), removed when the ``with`` block ends, also on an error or Ctrl-C."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, path = tempfile.mkstemp(prefix="kperf-hashes-", suffix=".txt", dir=folder)
     try:
         with os.fdopen(fd, "w") as f:
             f.write("\n".join(shas) + "\n")

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         # the run's measurement workers in a folder of its own, stopped when it ends
-        with write_hashfile(shas) as hashfile, run_workers(
+        with write_hashfile(shas, repo / ".asv") as hashfile, run_workers(
                 logs=repo / ".asv" / "worker-logs") as workers:
             env["KPERF_WORKER_DIR"], env[OWNER_ENV] = str(workers), os.environ[OWNER_ENV]
             run_args = ["run", "--machine", info["machine"], "--record-samples",

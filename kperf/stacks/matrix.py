@@ -216,7 +216,7 @@ def run_and_publish(conf_path: Path, env: dict[str, str], args: argparse.Namespa
     """asv run of ``args.commit`` in every environment of ``conf_path``, then its site."""
     shas = [subprocess.check_output(["git", "rev-parse", f"{r}^{{commit}}"], cwd=args.repo,
                                     text=True).strip() for r in args.commit]
-    with write_hashfile(shas) as hashfile:
+    with write_hashfile(shas, Path(args.repo) / ".asv") as hashfile:
         run_args = ["run", f"HASHFILE:{hashfile}", "--machine", machine,
                     "--record-samples", "--show-stderr"]
         if args.interleave:
