@@ -12,6 +12,12 @@ docs/reliability.md "Tests beside other runs"):
 - Ctrl-C: a process started in the background by a non-interactive shell ignores SIGINT,
   and so do its children. A test that interrupts a child with SIGINT starts it so
   (``ignore_sigint``) and the child restores Python's handler, as a terminal has it.
+
+Between tests (``_no_import_leaks``): a test that loads a project of its own in this process
+(``kperf.project.use_working_tree`` puts its root first on ``sys.path``) leaves neither that
+entry nor the modules it imported from a temporary folder; a later test's ``import
+benchmarks`` found an earlier test's empty ``benchmarks`` package (32 failures when the
+worker ran tests/test_traps.py first, 2026-12-07).
 """
 
 from __future__ import annotations
@@ -66,6 +72,27 @@ os.environ["PIP_NO_INDEX"] = "1"
 os.environ["PIP_FIND_LINKS"] = str(REPO / ".cache" / "test-wheels")
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+
+
+@contextlib.contextmanager
+def restored_imports() -> Iterator[None]:
+    """``sys.path`` as it was, and none of the modules imported meanwhile from a temporary
+    folder (a test's own project), once the block ends."""
+    path, modules = list(sys.path), set(sys.modules)
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        scratch = (tempfile.gettempdir(), str(CACHE))
+        for name in set(sys.modules) - modules:
+            if (getattr(sys.modules[name], "__file__", None) or "").startswith(scratch):
+                del sys.modules[name]
+
+
+@pytest.fixture(autouse=True)
+def _no_import_leaks() -> Iterator[None]:
+    with restored_imports():
+        yield
 
 
 def _left_running() -> dict[int, str]:

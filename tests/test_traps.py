@@ -3,7 +3,9 @@ measure, a ``-b`` on a machine without a GPU, and an op that declares no class."
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,16 @@ def test_an_op_without_a_class_is_refused_by_name(tmp_path: Path,
     monkeypatch.setenv(project.PROJECT_ENV, str(tmp_path))
     with pytest.raises(ConfigError, match="op 'scale' declares no class"):
         th.rule_for("bench_scale.ScaleTime.track_time('hidden-16m', 'fp16', 'triton')")
+
+
+def test_a_project_a_test_loads_is_not_importable_after_it(tmp_path: Path) -> None:
+    """A project loaded in the test process puts its root first on ``sys.path``; the next
+    test must not import its packages (tests/conftest.py ``restored_imports``, every test's):
+    an earlier test's empty ``benchmarks`` hid the repository's from 32 tests."""
+    from tests.conftest import restored_imports
+
+    with restored_imports():
+        _project(tmp_path).use_working_tree()
+        assert sys.path[0] == str(tmp_path)
+        assert importlib.import_module("team_ops").__file__.startswith(str(tmp_path))
+    assert str(tmp_path) not in sys.path and "team_ops" not in sys.modules
