@@ -15,7 +15,7 @@ docs/reliability.md "Tests beside other runs"):
 
 Between tests (``_no_import_leaks``): a test that loads a project of its own in this process
 (``kperf.project.use_working_tree`` puts its root first on ``sys.path``) leaves neither that
-entry nor the modules it imported from a temporary folder; a later test's ``import
+entry nor the modules it imported from pytest's temporary folder; a later test's ``import
 benchmarks`` found an earlier test's empty ``benchmarks`` package (32 failures when the
 worker ran tests/test_traps.py first, 2026-12-07).
 """
@@ -75,23 +75,24 @@ if str(REPO) not in sys.path:
 
 
 @contextlib.contextmanager
-def restored_imports() -> Iterator[None]:
-    """``sys.path`` as it was, and none of the modules imported meanwhile from a temporary
-    folder (a test's own project), once the block ends."""
-    path, modules = list(sys.path), set(sys.modules)
+def restored_imports(scratch: Path) -> Iterator[None]:
+    """Once the block ends, none of the ``sys.path`` entries and modules added meanwhile
+    from ``scratch`` (a test's own project, under pytest's temporary folder). Only those:
+    the repository and its ``.venv`` may themselves be in /tmp (a CI clone), and a module
+    Triton or TileLang registers on first import must stay."""
+    path, modules, root = list(sys.path), set(sys.modules), str(scratch)
     try:
         yield
     finally:
-        sys.path[:] = path
-        scratch = (tempfile.gettempdir(), str(CACHE))
+        sys.path[:] = [p for p in sys.path if p in path or not p.startswith(root)]
         for name in set(sys.modules) - modules:
-            if (getattr(sys.modules[name], "__file__", None) or "").startswith(scratch):
+            if (getattr(sys.modules[name], "__file__", None) or "").startswith(root):
                 del sys.modules[name]
 
 
 @pytest.fixture(autouse=True)
-def _no_import_leaks() -> Iterator[None]:
-    with restored_imports():
+def _no_import_leaks(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with restored_imports(tmp_path_factory.getbasetemp()):
         yield
 
 

@@ -85,7 +85,7 @@ def test_a_project_a_test_loads_is_not_importable_after_it(tmp_path: Path) -> No
     an earlier test's empty ``benchmarks`` hid the repository's from 32 tests."""
     from tests.conftest import restored_imports
 
-    with restored_imports():
+    with restored_imports(tmp_path):
         _project(tmp_path).use_working_tree()
         assert sys.path[0] == str(tmp_path)
         assert importlib.import_module("team_ops").__file__.startswith(str(tmp_path))
