@@ -47,13 +47,17 @@ _METADATA_KEYS = ("name", "vgpr_count", "agpr_count", "sgpr_count", "vgpr_spill_
 def _run_tool(tool: str, args: list[str], code_object: bytes) -> str:
     from kperf.core.hip import tool_path
 
+    return _run_on([tool_path(tool), *args], code_object, tool)
+
+
+def _run_on(cmd: list[str], code_object: bytes, who: str) -> str:
+    """The output of ``cmd`` given the code object as a file, its last argument."""
     with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
         f.write(code_object)
         f.flush()
-        out = subprocess.run([tool_path(tool), *args, f.name], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run([*cmd, f.name], capture_output=True, text=True, timeout=120)
     if out.returncode != 0:
-        raise ValueError(f"{tool} cannot read the code object: {out.stderr.strip()[-500:]}")
+        raise ValueError(f"{who} cannot read the code object: {out.stderr.strip()[-500:]}")
     return out.stdout
 
 
@@ -77,14 +81,8 @@ def disassemble(code_object: bytes, arch: str) -> str:
         return _run_tool("llvm-objdump", ["-d", f"--mcpu={arch}", "--no-show-raw-insn"],
                          code_object)
     script = Path(__file__).with_name("amdgpu_disasm.py")
-    with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
-        f.write(code_object)
-        f.flush()
-        out = subprocess.run([sys.executable, str(script), str(library), f.name, "--mcpu", arch],
-                             capture_output=True, text=True, timeout=120)
-    if out.returncode != 0:
-        raise ValueError(f"{library} cannot disassemble the code object: {out.stderr[-500:]}")
-    return out.stdout
+    return _run_on([sys.executable, str(script), str(library), "--mcpu", arch], code_object,
+                   str(library))
 
 
 def parse_kernel_metadata(notes: str) -> list[dict[str, int | str]]:
