@@ -5,12 +5,13 @@ not change), per class and measure, in both directions.
 A pair's move is ``second / first - 1``; asv flags a rise past the threshold, and the order
 of an A/A's two runs is chance, so a fall counts as the rise it is swapped:
 ``first / second - 1``. Per class and measure: ``spread``, the median of the pairs' moves
-both ways (larger of the two); ``largest``, the largest of them; ``rise`` and ``fall``,
-the largest move each way as measured. Classes whose level follows where their buffers lie
-(thresholds.json ``level_by_placement``) take only files whose runs placed them
-(``"placed": true``), as the history places them now; the others take every file. A series
-named in ``two_level`` (its levels in the data: two, each steady) is set apart: its class's
-figures leave it out, and it gets its own ``largest``.
+both ways (larger of the two); ``tail``, their ``tail_quantile`` quantile (0.95: one odd
+pair of 50 does not set a class's threshold, issue 51); ``largest``, the largest of them;
+``rise`` and ``fall``, the largest move each way as measured. Classes whose level follows
+where their buffers lie (thresholds.json ``level_by_placement``) take only files whose
+runs placed them (``"placed": true``), as the history places them now; the others take
+every file. A series named in ``two_level`` (its levels in the data: two, each steady) is
+set apart: its class's figures leave it out, and it gets its own ``largest``.
 """
 
 from __future__ import annotations
@@ -114,12 +115,23 @@ def _extreme(pair: Pair) -> dict[str, Any]:
     return {"move": _r(pair.move), "series": pair.series, "file": pair.file, "set": pair.set}
 
 
-def figures(pairs: Sequence[Pair]) -> dict[str, Any]:
-    """What a measure's pairs give: spread, largest (both ways), the extremes, counts."""
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values``, linear between order statistics (numpy's default:
+    q = 1 is the largest, 0.5 the median)."""
+    v = sorted(values)
+    at = q * (len(v) - 1)
+    low = math.floor(at)
+    return v[low] if low + 1 >= len(v) else v[low] + (at - low) * (v[low + 1] - v[low])
+
+
+def figures(pairs: Sequence[Pair], tail_q: float) -> dict[str, Any]:
+    """What a measure's pairs give: spread, tail and largest (both ways), the extremes,
+    counts."""
     counts: dict[str, int] = defaultdict(int)
     for p in pairs:
         counts[p.file] += 1
     return {"spread": _r(statistics.median(p.both_ways for p in pairs)),
+            "tail": _r(quantile([p.both_ways for p in pairs], tail_q)),
             "largest": _r(max(p.both_ways for p in pairs)),
             "rise": _extreme(max(pairs, key=lambda p: p.move)),
             "fall": _extreme(min(pairs, key=lambda p: p.move)),
@@ -135,7 +147,8 @@ def _source(fig: dict[str, Any], pairs: Sequence[Pair]) -> str:
     where = "; ".join(f"{f} ({', '.join(s)})" for f, s in sorted(sets.items()))
     rise, fall = fig["rise"], fig["fall"]
     return (f"computed from {fig['pairs']} A/A pairs of {fig['series']} series, {where}: "
-            f"median move both ways {100 * fig['spread']:.2f}%, largest "
+            f"median move both ways {100 * fig['spread']:.2f}%, tail {100 * fig['tail']:.2f}%, "
+            f"largest "
             f"{100 * fig['largest']:.2f}%; largest rise {100 * rise['move']:+.2f}% "
             f"({rise['series']}), largest fall {100 * fall['move']:+.2f}% ({fall['series']})")
 
@@ -171,6 +184,7 @@ def computed(repo: Path, raw: dict[str, Any], files: Sequence[str],
                             gate)
     out = json.loads(json.dumps(raw))
     out["data"] = {f: sum(p.file == f for p, _ in pairs) for f in files}
+    q = tail_quantile(raw)
     for name, klass in out["classes"].items():
         for measure, entry in klass.items():
             mine = by_measure.pop((name, measure), [])
@@ -179,7 +193,7 @@ def computed(repo: Path, raw: dict[str, Any], files: Sequence[str],
             if not mine:
                 raise ConfigError(path, f"no A/A pair of {', '.join(files)} measures "
                                         f"{name} {measure}", f"/classes/{name}/{measure}")
-            fig = figures(mine)
+            fig = figures(mine, q)
             klass[measure] = {**fig, "source": _source(fig, mine)}
     if by_measure:
         (name, measure), _ = next(iter(by_measure.items()))
@@ -199,12 +213,18 @@ def computed(repo: Path, raw: dict[str, Any], files: Sequence[str],
         if why:
             raise ConfigError(path, f"{series}: the data shows no two levels ({why}); take "
                                     "it out of two_level", f"/two_level/{series}")
-        fig = figures(own)
+        fig = figures(own, q)
         out["two_level"][series] = {"why": entry["why"], "largest": fig["largest"],
                                     "moves": [_r(p.move) for p in own],
                                     "pairs": fig["pairs"], "from": fig["from"],
                                     "levels": [[_sig(a), _sig(b), n] for a, b, n in split]}
     return out
+
+
+def tail_quantile(raw: dict[str, Any]) -> float:
+    """The quantile of a class's moves its ``tail`` is (1: the largest, the rule before
+    issue 51)."""
+    return float(raw.get("tail_quantile", 1.0))
 
 
 def _sig(x: float) -> float:
@@ -249,7 +269,8 @@ def held_back(repo: Path, raw: dict[str, Any], files: Sequence[str], gate: Thres
         train = used_pairs([(p, pl) for p, pl in pairs if part[p.series] != k], gate)
         test = used_pairs([(p, pl) for p, pl in pairs if part[p.series] == k], gate)
         spreads = {key: Spread(statistics.median(p.both_ways for p in mine), "fold",
-                               max(p.both_ways for p in mine)) for key, mine in train.items()}
+                               quantile([p.both_ways for p in mine], tail_quantile(raw)))
+                   for key, mine in train.items()}
         history = History(repo / "history-thresholds.json", float(raw["factor"]),
                           float(raw["step"]), spreads, float(raw.get("tail_factor", 0.0)), {})
         for (name, measure), judged in test.items():

@@ -106,7 +106,8 @@ def held_back_table(proj: project.Project, data: Sequence[str] | None, folds: in
               f"{', '.join(_pct(t) for t in r.thresholds)} |" for r in rows]
     total, hit = sum(r.pairs for r in rows), sum(r.flagged for r in rows)
     return (f"{folds} parts of the series of {', '.join(files)}; the rule: max({raw['factor']}"
-            f" x median, {raw.get('tail_factor', 0)} x largest), rounded up to "
+            f" x median, {raw.get('tail_factor', 0)} x the {aadata.tail_quantile(raw):g} "
+            f"quantile), rounded up to "
             f"{_pct(float(raw['step']))}\n\n" + "\n".join(lines)
             + f"\n\nin all: {hit} of {total} unchanged pairs flagged "
               f"({100 * hit / total if total else 0:.1f}%)")

@@ -18,8 +18,9 @@ MEASURES = ("time", "energy")
 class Spread:
     value: float | None  # median |ratio - 1| between two runs of one commit; None: unmeasured
     source: str  # where it was measured, or whose figure it borrows and why
-    # the largest |ratio - 1| of an unchanged case in those runs, where its tail decides
-    largest: float | None = None
+    # the ``tail_quantile`` quantile of an unchanged case's |ratio - 1| in those runs (the
+    # file's ``tail``; its ``largest``, the quantile 1, where it has no ``tail``)
+    tail: float | None = None
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,7 @@ class History:
     factor: float
     step: float
     spreads: dict[tuple[str, str], Spread]  # (class, measure) -> its spread
-    tail_factor: float = 0.0  # the threshold is at least this times a spread's ``largest``
+    tail_factor: float = 0.0  # the threshold is at least this times a spread's ``tail``
     # a series of two levels (``two_level``) -> its own largest |move| (both ways)
     two_level: dict[str, float] = field(default_factory=dict)
 
@@ -58,7 +59,7 @@ class History:
                                * self.step, 9))
 
     def threshold(self, klass: KernelClass, measure: str) -> float:
-        """``factor`` x spread, or ``tail_factor`` x its largest where that is given and
+        """``factor`` x spread, or ``tail_factor`` x its tail where that is given and
         more, rounded up to ``step``, never below the class's min_ratio; exact classes 0,
         classes without a spread their min_ratio."""
         if klass.exact:
@@ -66,7 +67,7 @@ class History:
         spread = self.spreads.get((klass.name, measure))
         if spread is None or spread.value is None:
             return klass.min_ratio
-        bound = max(self.factor * spread.value, self.tail_factor * (spread.largest or 0.0))
+        bound = max(self.factor * spread.value, self.tail_factor * (spread.tail or 0.0))
         steps = math.ceil(round(bound / self.step, 9))
         return max(klass.min_ratio, round(steps * self.step, 9))
 
@@ -89,10 +90,10 @@ def _follow(path: Path, classes: dict[str, Any], name: str, measure: str,
                           pointer)
     entry = classes[name][measure]
     if "same_as" not in entry:
-        return Spread(entry["spread"], entry["source"], entry.get("largest"))
+        return Spread(entry["spread"], entry["source"], entry.get("tail", entry.get("largest")))
     other, other_measure = entry["same_as"].split(".")
     if other not in classes:
         raise ConfigError(path, f"same_as {entry['same_as']!r} names no class of this file "
                                 f"({', '.join(sorted(classes))})", pointer)
     found = _follow(path, classes, other, other_measure, [*seen, key])
-    return Spread(found.value, f"as {entry['same_as']} ({entry['why']})", found.largest)
+    return Spread(found.value, f"as {entry['same_as']} ({entry['why']})", found.tail)

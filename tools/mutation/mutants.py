@@ -41,6 +41,7 @@ LOOKS = "tests/test_gate_simulation.py::test_the_looks_hold_alpha_through_the_re
         "and_correction"
 DRIFT = "tests/test_compat_drift.py"
 HISTORY = "tests/test_history_thresholds.py"
+AADATA = "tests/test_history_aa.py"
 BASELINE = "tests/test_time_suite.py::test_the_baseline_key_follows_its_code_not_the_kernels_" \
            "under_test"
 KERNELS = "tests/test_kernel_policy.py"
@@ -318,8 +319,14 @@ MUTANTS: tuple[Mutant, ...] = (
        "restarted for nothing"),
     # ---- the history's thresholds (what asv publish flags)
     _m("history-tail-ignored", "kperf/site/spreads.py",
-       "self.tail_factor * (spread.largest or 0.0)", "0.0", (HISTORY,),
+       "self.tail_factor * (spread.tail or 0.0)", "0.0", (HISTORY,),
        "energy per call flagged beyond its median spread, inside its A/As' tails"),
+    _m("history-tail-is-the-largest", "kperf/history/aadata.py",
+       'return float(raw.get("tail_quantile", 1.0))', "return 1.0", (HISTORY, AADATA),
+       "one odd A/A pair of 56 sets its class's threshold (compute time 4.5%, not 3%)"),
+    _m("history-quantile-not-interpolated", "kperf/history/aadata.py",
+       "v[low] + (at - low) * (v[low + 1] - v[low])", "v[low]", (HISTORY, AADATA),
+       "a class's tail read one order statistic low"),
     _m("history-threshold-not-rounded-up", "kperf/site/spreads.py",
        "steps = math.ceil(round(bound / self.step, 9))",
        "steps = math.floor(round(bound / self.step, 9))", (HISTORY,),
