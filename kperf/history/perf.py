@@ -159,6 +159,26 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_specs(specs: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Every case in a worker (kperf.core.isolate), printed and written as it ends."""
+    rows = []
+    for outcome in run_isolated("kperf.history.perf:run_case", specs, timeout_s=args.timeout,
+                                first_timeout_s=args.timeout + 120):
+        spec = outcome.case
+        if outcome.status == "ok":
+            row = {**outcome.result, "status": "ok", "error": ""}
+        else:
+            row = {**spec, "status": outcome.status, "error": outcome.error}
+        rows.append(row)
+        summary = (f"{row['median_s'] * 1e6:10.1f} us {row['tflops']:7.1f} TFLOP/s "
+                   f"{row['gbps']:7.0f} GB/s" if row["status"] == "ok"
+                   else f"{row['status'].upper()}: {row['error'].splitlines()[0][:160]}")
+        print(f"{spec['op']:>10} {spec['case']:<32} {spec['dtype']:<8} {label(spec):<9} "
+              f"{summary}", flush=True)
+        args.out.write_text(json.dumps({"meta": {"partial": True}, "rows": rows}, indent=1))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", help="comma-separated op names (default: all)")
@@ -176,27 +196,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     specs = plan_specs(args)
-    # cold compiler caches: first_call_s is a compile time, not a cache hit
-    cache = Path(tempfile.mkdtemp(prefix="kperf-perf-cache-"))
-    os.environ["TRITON_CACHE_DIR"] = str(cache / "triton")
-    os.environ["TILELANG_CACHE_DIR"] = str(cache / "tilelang")
-    os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
     start = time.time()
-    rows = []
-    for outcome in run_isolated("kperf.history.perf:run_case", specs, timeout_s=args.timeout,
-                                first_timeout_s=args.timeout + 120):
-        spec = outcome.case
-        if outcome.status == "ok":
-            row = {**outcome.result, "status": "ok", "error": ""}
-        else:
-            row = {**spec, "status": outcome.status, "error": outcome.error}
-        rows.append(row)
-        summary = (f"{row['median_s'] * 1e6:10.1f} us {row['tflops']:7.1f} TFLOP/s "
-                   f"{row['gbps']:7.0f} GB/s" if row["status"] == "ok"
-                   else f"{row['status'].upper()}: {row['error'].splitlines()[0][:160]}")
-        print(f"{spec['op']:>10} {spec['case']:<32} {spec['dtype']:<8} {label(spec):<9} "
-              f"{summary}", flush=True)
-        args.out.write_text(json.dumps({"meta": {"partial": True}, "rows": rows}, indent=1))
+    # cold compiler caches: first_call_s is a compile time, not a cache hit; removed after
+    with tempfile.TemporaryDirectory(prefix="kperf-perf-cache-") as cache:
+        os.environ["TRITON_CACHE_DIR"] = str(Path(cache) / "triton")
+        os.environ["TILELANG_CACHE_DIR"] = str(Path(cache) / "tilelang")
+        os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+        rows = run_specs(specs, args)
     attach_baselines(rows)
     gpu = next((r["gpu"] for r in rows if r.get("gpu")), "unknown GPU")
     meta = {"gpu": gpu, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(start)),
