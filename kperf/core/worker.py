@@ -37,6 +37,7 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -389,9 +390,10 @@ def run_workers(prefix: str = "kperf-run-", logs: Path | None = None) -> Iterato
     """A worker folder of one run's own (an unpredictable name, mode 0700, in
     ``KPERF_WORKER_DIR``, the runtime folder or the temporary folder), which this process
     and its children use while the run lasts (``KPERF_WORKER_DIR``, and this process as the
-    workers' owner). When the run ends every worker started there is stopped, their logs
-    go to ``logs`` (if given) and the folder is removed; a run killed outright leaves its
-    workers to notice their owner is gone and clean up after themselves."""
+    workers' owner). The first worker makes it (``worker_dir``), so a run that starts none
+    leaves nothing, even killed. When the run ends every worker started there is stopped,
+    their logs go to ``logs`` (if given) and the folder is removed; a run killed outright
+    leaves its workers to notice their owner is gone and clean up after themselves."""
     from kperf.core.pidfile import process_identity
 
     explicit = os.environ.get("KPERF_WORKER_DIR")
@@ -399,7 +401,8 @@ def run_workers(prefix: str = "kperf-run-", logs: Path | None = None) -> Iterato
     if base is not None and len(os.fsencode(base)) + len(prefix) + 9 + SOCKET_NAME_CHARS \
             > SOCKET_PATH_MAX:
         base = None  # too deep for its workers' sockets: the temporary folder instead
-    folder = private_dir(Path(tempfile.mkdtemp(prefix=prefix, dir=base)))
+    folder = Path(os.path.realpath(base or tempfile.gettempdir())) / (
+        prefix + secrets.token_hex(4))
     saved = {k: os.environ.get(k) for k in ("KPERF_WORKER_DIR", OWNER_ENV)}
     os.environ["KPERF_WORKER_DIR"] = str(folder)
     os.environ[OWNER_ENV] = process_identity(os.getpid())
@@ -417,6 +420,8 @@ def run_workers(prefix: str = "kperf-run-", logs: Path | None = None) -> Iterato
 
 def _empty(folder: Path, logs: Path | None) -> None:
     """Remove a finished run's worker folder, its logs moved to ``logs`` first."""
+    if not folder.is_dir():
+        return  # no worker started
     for path in folder.iterdir():
         if path.suffix == ".log" and logs is not None and path.stat().st_size:
             logs.mkdir(parents=True, exist_ok=True)
