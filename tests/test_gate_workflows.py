@@ -397,3 +397,16 @@ def test_the_report_reads_stage_ones_codegen_artifact_by_name_into_its_own_folde
     assert _load(RUN)["env"]["CODEGEN_LABEL"] == "cpu-codegen"
     own = next(s for s in steps if s.get("with", {}).get("pattern") == "gate-report-*")
     assert own["with"]["path"] == "reports" and "run-id" not in own["with"]
+
+
+def test_no_report_is_posted_for_a_gpu_run_refused_approval() -> None:
+    """Issue 51: a fork's GPU run whose approval was refused is not run; the report job then
+    posts nothing (it posted "the gate itself failed: no exit code"), while a gate that ran
+    and failed or was cancelled is still reported (``always()``)."""
+    report = _load(RUN)["jobs"]["report"]
+    assert set(report["needs"]) == {"authorize", "approve", "gate"}
+    condition = report["if"]
+    assert condition.startswith("always() && ")
+    assert "needs.approve.result == 'success'" in condition
+    assert "needs.authorize.result == 'success'" in condition
+    assert "needs.gate.result" not in condition
