@@ -179,6 +179,13 @@ def test_no_python_file_is_over_the_limit() -> None:
     assert long == []
 
 
+def test_the_figures_page_holds_current_figures_only() -> None:
+    """Issue 48: docs/perf.md is where things stand, at most 300 lines; the dated detail is
+    the journal's."""
+    lines = (REPO / "docs" / "perf.md").read_text().splitlines()
+    assert len(lines) <= 300, f"docs/perf.md: {len(lines)} lines"
+
+
 def test_the_graph_reader_sees_circles_and_floors(tmp_path: Path) -> None:
     """The rules themselves, on a small tree: a circle through a relative import inside a
     function, and the core importing the code under test."""
