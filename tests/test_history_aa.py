@@ -101,3 +101,29 @@ def test_the_rule_flags_few_held_back_pairs_of_the_data() -> None:
     assert flagged(2) == {}
     assert flagged(5, tail_quantile=1.0, tail_factor=1.25) == {("compute", "time"): 1}
     assert flagged(5, tail_factor=1.25) == {("bandwidth", "energy"): 3, ("compute", "time"): 1}
+
+
+def test_held_back_defaults_to_two_parts_and_no_tail(tmp_path: Path) -> None:
+    """mutmut's survivors (docs/reliability.md): two parts unless told, and a file without
+    ``tail_factor`` or ``tail_quantile`` judges by factor x median alone."""
+    series = [f"bench_gemm.GemmTime.track_time('case-{i}', 'fp16', 'triton')" for i in range(8)]
+    pairs = [{"series": s, "first": 1.0, "second": 1.01 if i else 1.2}
+             for i, s in enumerate(series)]
+    (tmp_path / "aa.json").write_text(json.dumps(
+        {"placed": True, "machines": {"runs": "m"}, "runs": pairs}))
+    gate = Thresholds.load(DEFAULTS / "thresholds.json")
+    [row] = aadata.held_back(tmp_path, {"factor": 4, "step": 0.005}, ["aa.json"], gate)
+    assert len(row.thresholds) == 2 and row.pairs == 8
+    # no tail: 4 x the median (1%, or the 20% one's part's) and never the 1.2 one's own
+    assert min(row.thresholds) == 0.04 and row.flagged == 1
+
+
+def test_two_levels_are_told_apart_at_their_edges() -> None:
+    """Each level steady to within the threshold and the levels further apart than it:
+    exactly at the threshold is steady, and not apart."""
+    assert aadata.two_levels_shown([[1.0, 1.5, 2], [4.0, 4.0, 2]], 0.5) == ""  # exact: binary
+    assert "spreads" in aadata.two_levels_shown([[1.0, 1.5001, 2], [4.0, 4.0, 2]], 0.5)
+    assert "within" in aadata.two_levels_shown([[1.0, 1.0, 2], [1.5, 1.5, 2]], 0.5)
+    assert aadata.two_levels_shown([[1.0, 1.0, 2], [1.5001, 1.5001, 2]], 0.5) == ""
+    said = aadata.two_levels_shown([[1.0, 1.03, 2], [1.5, 1.5, 2]], 0.02)
+    assert said == "a level spreads beyond 2%"
