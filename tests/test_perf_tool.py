@@ -45,26 +45,25 @@ def test_bad_variants_name_the_option(text):
 
 
 def test_a_perf_run_leaves_no_compile_cache_behind(tmp_path, monkeypatch) -> None:
-    """Issue 51: the cold compile caches a head-to-head run points Triton and TileLang at are
-    its own and removed when it ends, its cases failed or not."""
-    from kperf.core.isolate import Outcome
-
+    """Issue 51: the cold compile caches a head-to-head run points Triton and TileLang at, and
+    its worker folder, are its own and removed when it ends, its cases failed or not."""
     seen: list[str] = []
 
-    def crashed(target, specs, **kw):
+    def failed(client, spec, timeout_s):
         seen.append(perf.os.environ["TRITON_CACHE_DIR"])
-        for spec in specs:
-            yield Outcome(spec, "crashed", error="worker died (signal 9)")
+        return "failed", None, "measurement worker died while answering"
 
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv("KPERF_WORKER_DIR", raising=False)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     for name in ("TRITON_CACHE_DIR", "TILELANG_CACHE_DIR", "TRITON_DEFAULT_FP_FUSION"):
         monkeypatch.setenv(name, "as before")  # main sets them: put back after the test
     monkeypatch.setattr(perf.tempfile, "tempdir", None)
-    monkeypatch.setattr(perf, "run_isolated", crashed)
+    monkeypatch.setattr(perf, "measure", failed)
     out = tmp_path / "out" / "perf.json"
     out.parent.mkdir()
     assert perf.main(["--ops", "softmax", "--per-op", "1", "--dtypes", "fp16",
                       "--out", str(out)]) == 1
     assert seen and seen[0].startswith(str(tmp_path / "kperf-perf-cache-"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-    assert "CRASHED" not in out.read_text() and '"crashed"' in out.read_text()
+    assert '"failed"' in out.read_text()

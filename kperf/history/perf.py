@@ -6,8 +6,9 @@
         --variants '{"triton": [{"programs_per_sm": 1}, {"programs_per_sm": 2}]}'
 
 Each case is verified against its reference, then timed by the measurement core with
-telemetry. Cases run in a worker process (kperf.core.isolate): a crash, hang, wrong or NaN
-result is that case's failure and the run goes on. The HBM copy bandwidth is measured
+telemetry, in a measurement worker of the run's own (kperf/core/worker.py, as the gate's
+and asv's cases): a crash, hang, wrong or NaN result is that case's failure and the run
+goes on with a fresh worker where the last one died. The HBM copy bandwidth is measured
 in the same run, as the roofline of bandwidth-bound ops.
 """
 
@@ -23,8 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kperf.core.isolate import run_isolated
 from kperf.core.telemetry import or_bits
+from kperf.core.worker import RemoteError, WorkerClient, WorkerError, WorkerSpec, run_workers
 
 COPY_BYTES = 1 << 30
 
@@ -52,6 +53,25 @@ def run_case(spec: dict[str, Any]) -> dict[str, Any]:
         "sm_clock_mhz_range": [min(clocks), max(clocks)] if clocks else None,
         "throttle_bits": bits, "telemetry": m["telemetry_backend"], "windows": m["windows"],
     }
+
+
+def handle(request: dict[str, Any]) -> dict[str, Any]:
+    """The worker's handler: one case (``request["spec"]``) prepared, checked and timed."""
+    return run_case(request["spec"])
+
+
+def measure(client: WorkerClient, spec: dict[str, Any], timeout_s: float
+            ) -> tuple[str, dict[str, Any] | None, str]:
+    """(status, result, error) of one case in the worker: ok, error (it raised: a wrong or
+    NaN result, a compile error), skipped, or failed (the worker died or hung: killed)."""
+    try:
+        return "ok", client.request({"spec": spec}, timeout_s), ""
+    except RemoteError as err:
+        return "error", None, str(err)
+    except NotImplementedError as err:  # RemoteSkip: the case does not apply here
+        return "skipped", None, str(err)
+    except WorkerError as err:
+        return "failed", None, str(err)
 
 
 def copy_case():
@@ -159,16 +179,16 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_specs(specs: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Every case in a worker (kperf.core.isolate), printed and written as it ends."""
-    rows = []
-    for outcome in run_isolated("kperf.history.perf:run_case", specs, timeout_s=args.timeout,
-                                first_timeout_s=args.timeout + 120):
-        spec = outcome.case
-        if outcome.status == "ok":
-            row = {**outcome.result, "status": "ok", "error": ""}
-        else:
-            row = {**spec, "status": outcome.status, "error": outcome.error}
+def run_specs(specs: list[dict[str, Any]], args: argparse.Namespace,
+              handler: str = "kperf.history.perf:handle") -> list[dict[str, Any]]:
+    """Every case in the run's worker, printed and written as it ends."""
+    rows: list[dict[str, Any]] = []
+    client = WorkerClient(WorkerSpec(handler, tuple(sys.path), label="kperf perf"))
+    for spec in specs:
+        first = not rows or rows[-1]["status"] == "failed"  # a fresh worker: its imports
+        status, result, error = measure(client, spec, args.timeout + (120 if first else 0))
+        row = {**result, "status": "ok", "error": ""} if result is not None else {
+            **spec, "status": status, "error": error}
         rows.append(row)
         summary = (f"{row['median_s'] * 1e6:10.1f} us {row['tflops']:7.1f} TFLOP/s "
                    f"{row['gbps']:7.0f} GB/s" if row["status"] == "ok"
@@ -197,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:
 
     specs = plan_specs(args)
     start = time.time()
-    # cold compiler caches: first_call_s is a compile time, not a cache hit; removed after
-    with tempfile.TemporaryDirectory(prefix="kperf-perf-cache-") as cache:
+    # cold compiler caches: first_call_s is a compile time, not a cache hit; removed after,
+    # and so is the run's worker (run_workers)
+    with tempfile.TemporaryDirectory(prefix="kperf-perf-cache-") as cache, \
+            run_workers("kperf-perf-"):
         os.environ["TRITON_CACHE_DIR"] = str(Path(cache) / "triton")
         os.environ["TILELANG_CACHE_DIR"] = str(Path(cache) / "tilelang")
         os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")

@@ -1,9 +1,9 @@
 """Time one case: the one path by which every tool measures a kernel.
 
-asv's timed suites (``_suites._TimeSuite``, through a measurement worker), the PR gate
-(``kperf.gate``, through a worker per side) and ``kperf.history.perf`` (through
-``kperf.core.isolate``) all prepare, check and time a case here, so they measure it the
-same way. This module is the glue between the measurement core (``harness``, which
+asv's timed suites (``_suites._TimeSuite``), the PR gate (``kperf.gate``, a worker per
+side) and ``kperf perf`` (kperf/history/perf.py), each through a measurement worker
+(kperf/core/worker.py), all prepare, check and time a case here, so they measure it the
+same way. This module is the glue between the measurement core (kperf/core, which
 never imports kernels) and the code under test (``kernels``, imported lazily from
 whatever ``sys.path`` finds: the package asv installed for the commit, or a gate side).
 
