@@ -3,8 +3,9 @@
 What a test run shares with the rest of the machine, and how it stops sharing it (issue 45,
 docs/reliability.md "Tests beside other runs"):
 - its caches (Triton, TileLang, the fake ROCm tree, the static figures) are in one folder
-  of this session's, removed when the session ends; a pytest that a test starts (the
-  mutation run) uses its parent's;
+  of this session's, removed when the session ends, SIGTERM included (a cancelled CI job);
+  a session killed outright leaves it, and the next session removes it (its ``owner`` is
+  gone); a pytest that a test starts (the mutation run) uses its parent's;
 - a network, after setup: every HTTP(S) proxy points at a closed port, so a test that would
   download (pip, npm) fails at once, naming it, instead of depending on the network;
 - the gfx942 toolchain a developer's shell may name (``KPERF_ROCM_TOOLCHAIN``): unset; a
@@ -36,14 +37,33 @@ from typing import Any
 
 import pytest
 
+from kperf.core.pidfile import alive, process_identity
 from kperf.project import DEFAULTS
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE_ENV = "KPERF_TEST_CACHE"
 # this session's scratch folder, or the one of the session that started this pytest
 _OWN_CACHE = not os.environ.get(CACHE_ENV)
+CACHE_PREFIX, OWNER = "kperf-test-cache-", "owner"
+
+
+def _sweep_dead_sessions() -> None:
+    """The folders of this user's sessions that were killed outright (a SIGKILL cannot be
+    caught), told by their owner: a process gone."""
+    for path in Path(tempfile.gettempdir()).glob(f"{CACHE_PREFIX}*"):
+        try:
+            mine = path.lstat().st_uid == os.geteuid() and path.is_dir()
+            identity = (path / OWNER).read_text().strip() if mine else ""
+        except OSError:
+            continue  # another user's, or one being made
+        if identity and not alive(identity):
+            shutil.rmtree(path, ignore_errors=True)
+
+
 if _OWN_CACHE:
-    os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="kperf-test-cache-")
+    _sweep_dead_sessions()
+    os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix=CACHE_PREFIX)
+    (Path(os.environ[CACHE_ENV]) / OWNER).write_text(process_identity(os.getpid()))
 CACHE = Path(os.environ[CACHE_ENV])
 os.environ.setdefault("TRITON_CACHE_DIR", str(CACHE / "triton"))
 os.environ.setdefault("TILELANG_CACHE_DIR", str(CACHE / "tilelang"))
@@ -111,6 +131,17 @@ def _left_running() -> dict[int, str]:
             continue
     # this process's own helper, which ends with it
     return {pid: cmd for pid, cmd in found.items() if "multiprocessing.resource_tracker" not in cmd}
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a cancelled job, ``timeout``) ends the session as Ctrl-C does, so that its
+    folder and what its tests started are removed (``pytest_unconfigure``)."""
+    if _OWN_CACHE:
+        signal.signal(signal.SIGTERM, _interrupted)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
