@@ -38,12 +38,12 @@ def test_the_usual_spread_is_of_measured_blocks_with_two_trials_or_more() -> Non
 
 
 def test_a_spread_at_the_limit_is_not_disturbed_and_a_factor_below_one_still_judges() -> None:
-    usual = 0.001
     at = block("head", 5, 80e-6, spread=0.001)
     limit = at.spread()
     assert not disturbed(at, limit / 10, 10, 0.0)  # exactly 10 x: not past it
     assert disturbed(at, limit / 10 * 0.999, 10, 0.0)
-    assert not disturbed(at, usual, 10, limit)  # exactly the floor: not past it
+    assert not disturbed(at, 1e-9, 10, limit)  # exactly the floor: not past it
+    assert disturbed(at, 1e-9, 10, limit * 0.999)
     assert disturbed(at, limit / 0.6, 0.5, 0.0)  # a factor under 1 is a rule too
 
 
@@ -73,6 +73,8 @@ def test_the_host_behind_share_counts_at_its_threshold_and_is_off_by_default() -
     assert said == "the host fell behind the GPU in 67% of the base block's trials"
     assert disturbance([behind], 1, 10, 0.0025, behind_share=0.7) == ""
     assert host_behind(replace(behind, reps_queued=[])) == 0.0
+    always = replace(behind, reps_queued=[1.0] * 5)  # behind in every trial
+    assert disturbance([always], 1, 10, 0.0025) == ""  # still not looked at by default
 
 
 def _with(b, *entries: dict) -> object:
@@ -95,14 +97,15 @@ def test_each_other_process_is_listed_once_with_its_most_memory_rounds_and_block
     assert processes_text(one).endswith("used the GPU in round 2")
 
 
-def _shared_case(retried: bool, head_only: bool = False) -> CaseData:
-    """Three rounds; round 2 shared with pid 7 (on its head block, or both), measured again
-    with it still there where ``retried``."""
+def _shared_case(retried: bool, side: str = "both") -> CaseData:
+    """Three rounds; round 2 shared with pid 7 (on its ``side``'s block, or both), measured
+    again with it still there where ``retried``."""
     data = case(NORM, [1.0] * 3, [1.0] * 3)
     p = {"pid": 7, "name": "python"}
     base, head = data.blocks[2], data.blocks[3]
-    data.blocks[3] = _with(head, p)
-    if not head_only:
+    if side != "base":
+        data.blocks[3] = _with(head, p)
+    if side != "head":
         data.blocks[2] = _with(base, p)
     if retried:
         data.blocks += [replace(_with(b, p), retry=1) for b in (base, head)]
@@ -112,9 +115,11 @@ def _shared_case(retried: bool, head_only: bool = False) -> CaseData:
 def test_a_round_still_shared_leaves_the_case_without_a_verdict() -> None:
     for retried, says in ((False, "round 2 shared with it"),
                           (True, "round 2 measured again with it still there")):
-        for head_only in (False, True):
+        for side in ("both", "head", "base"):
+            data = _shared_case(retried, side)
             v = judge_shared(Verdict(NORM, "", "bandwidth", "SAME", "clock fell from outside",
-                                     decided=True, rounds=3), _shared_case(retried, head_only))
+                                     decided=True, rounds=3), data)
+            assert round_note(data, *data.pairs()[1]) == " (another process: pid 7)"
             assert (v.verdict, v.attribution) == ("INCONCLUSIVE", "process")
             assert says in v.reason and v.reason.endswith(
                 "; clock fell with another process on the GPU"), v.reason
@@ -135,6 +140,9 @@ def test_a_round_measured_again_without_the_process_keeps_its_verdict() -> None:
     first_base, first_head = data.blocks[2], data.blocks[3]
     assert round_note(data, first_base, first_head) == " (another process: pid 7)"
     assert round_note(data, *data.pairs()[0]) == ""
+    # round 1 measured again too, for another reason: round 2's first try is not its own
+    data.blocks += [replace(b, retry=1) for b in data.blocks[0:2]]
+    assert data.pairs()[0][0].retry == 1 and round_note(data, *data.pairs()[0]) == ""
     broke = judge_shared(Verdict(NORM, "", "bandwidth", "BROKEN", decided=True, rounds=3,
                                  broke=True), _shared_case(False))
     assert broke.verdict == "BROKEN" and broke.reason.endswith("used the GPU in round 2")

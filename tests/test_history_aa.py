@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from kperf.config import ConfigError
 from kperf.gate.config import Thresholds
 from kperf.history import aadata
 from kperf.history import history_thresholds as ht
@@ -103,19 +104,44 @@ def test_the_rule_flags_few_held_back_pairs_of_the_data() -> None:
     assert flagged(5, tail_factor=1.25) == {("bandwidth", "energy"): 3, ("compute", "time"): 1}
 
 
-def test_held_back_defaults_to_two_parts_and_no_tail(tmp_path: Path) -> None:
-    """mutmut's survivors (docs/reliability.md): two parts unless told, and a file without
-    ``tail_factor`` or ``tail_quantile`` judges by factor x median alone."""
-    series = [f"bench_gemm.GemmTime.track_time('case-{i}', 'fp16', 'triton')" for i in range(8)]
-    pairs = [{"series": s, "first": 1.0, "second": 1.01 if i else 1.2}
-             for i, s in enumerate(series)]
+def _aa(tmp_path: Path, ratios: list[float]) -> str:
+    series = [f"bench_gemm.GemmTime.track_time('case-{i}', 'fp16', 'triton')"
+              for i in range(len(ratios))]
+    pairs = [{"series": s, "first": 1.0, "second": r} for s, r in zip(series, ratios,
+                                                                       strict=True)]
     (tmp_path / "aa.json").write_text(json.dumps(
         {"placed": True, "machines": {"runs": "m"}, "runs": pairs}))
+    return "aa.json"
+
+
+def test_held_back_defaults_to_two_parts_and_no_tail(tmp_path: Path) -> None:
+    """mutmut's survivors (docs/reliability.md): two parts unless told, and a file without
+    ``tail_factor`` judges by factor x median alone, whatever the tail holds."""
+    files = [_aa(tmp_path, [1.01] * 29 + [1.2])]
     gate = Thresholds.load(DEFAULTS / "thresholds.json")
-    [row] = aadata.held_back(tmp_path, {"factor": 4, "step": 0.005}, ["aa.json"], gate)
-    assert len(row.thresholds) == 2 and row.pairs == 8
-    # no tail: 4 x the median (1%, or the 20% one's part's) and never the 1.2 one's own
-    assert min(row.thresholds) == 0.04 and row.flagged == 1
+    [row] = aadata.held_back(tmp_path, {"factor": 4, "step": 0.005}, files, gate)
+    assert row.thresholds == (0.04, 0.04) and (row.pairs, row.flagged) == (30, 1)
+
+
+def test_a_held_back_pair_at_the_threshold_is_not_flagged(tmp_path: Path) -> None:
+    """4 x a median move of 25% is 100%: a pair that doubles lies at it, not past it
+    (asv flags a rise past its threshold); exact in binary."""
+    files = [_aa(tmp_path, [1.25] * 20 + [2.0])]
+    gate = Thresholds.load(DEFAULTS / "thresholds.json")
+    [row] = aadata.held_back(tmp_path, {"factor": 4, "step": 0.005}, files, gate)
+    assert set(row.thresholds) == {1.0} and row.flagged == 0
+
+
+def test_data_of_a_class_without_an_entry_is_named(tmp_path: Path) -> None:
+    files = [_aa(tmp_path, [1.01] * 4)]
+    raw = ht.History.load_raw(DEFAULTS / "history-thresholds.json")
+    raw["classes"] = {"bandwidth": {m: {"spread": None, "source": "unmeasured"}
+                                    for m in ("time", "energy")}}
+    raw.pop("two_level", None)
+    gate = Thresholds.load(DEFAULTS / "thresholds.json")
+    with pytest.raises(ConfigError, match="measures compute time, which has no entry") as err:
+        aadata.computed(tmp_path, raw, files, gate)
+    assert err.value.pointer == "/classes/compute"
 
 
 def test_two_levels_are_told_apart_at_their_edges() -> None:
