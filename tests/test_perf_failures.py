@@ -13,6 +13,8 @@ from kperf.core import checks
 from kperf.core.worker import run_workers
 from kperf.history import perf
 
+from .conftest import REPO
+
 
 def test_each_failure_stays_with_its_case(tmp_path: Path, capsys) -> None:
     cases = ["ok-1", "raise", "ok-2", "nan", "ok-3", "hang", "ok-4", "crash", "ok-5"]
@@ -33,6 +35,9 @@ def test_each_failure_stays_with_its_case(tmp_path: Path, capsys) -> None:
     assert "gave no answer within" in by_case["hang"]["error"]
     assert "died" in by_case["crash"]["error"]
     # a wrong result leaves the worker serving; an exception, a hang and a crash end it
+    # the worker runs in its own folder and still finds the project (found on the GPU:
+    # every op case failed "no kperf.toml in /tmp/kperf-w-.../kperf-perf-..." before)
+    assert {by_case[f"ok-{i}"]["project"] for i in range(1, 6)} == {str(REPO)}
     pids = [by_case[f"ok-{i}"]["pid"] for i in range(1, 6)]
     assert pids[1] == pids[2] and len(set(pids)) == 4, pids
     out = capsys.readouterr().out

@@ -182,8 +182,12 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 def run_specs(specs: list[dict[str, Any]], args: argparse.Namespace,
               handler: str = "kperf.history.perf:handle") -> list[dict[str, Any]]:
     """Every case in the run's worker, printed and written as it ends."""
+    from kperf import project
+
     rows: list[dict[str, Any]] = []
-    client = WorkerClient(WorkerSpec(handler, tuple(sys.path), label="kperf perf"))
+    # the worker runs in its folder: it finds this project by name, not from its cwd
+    env = {**os.environ, project.PROJECT_ENV: str(project.find().root)}
+    client = WorkerClient(WorkerSpec(handler, tuple(sys.path), label="kperf perf"), env=env)
     for spec in specs:
         first = not rows or rows[-1]["status"] == "failed"  # a fresh worker: its imports
         status, result, error = measure(client, spec, args.timeout + (120 if first else 0))
