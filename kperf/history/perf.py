@@ -189,7 +189,8 @@ def run_specs(specs: list[dict[str, Any]], args: argparse.Namespace,
     env = {**os.environ, project.PROJECT_ENV: str(project.find().root)}
     client = WorkerClient(WorkerSpec(handler, tuple(sys.path), label="kperf perf"), env=env)
     for spec in specs:
-        first = not rows or rows[-1]["status"] == "failed"  # a fresh worker: its imports
+        # a fresh worker (the first, or one after a case that ended the last): its imports
+        first = not rows or rows[-1]["status"] in ("failed", "error")
         status, result, error = measure(client, spec, args.timeout + (120 if first else 0))
         row = {**result, "status": "ok", "error": ""} if result is not None else {
             **spec, "status": status, "error": error}
