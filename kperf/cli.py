@@ -54,7 +54,6 @@ VERBS: dict[str, tuple[str, str]] = {
     "records": ("kperf.history.records_archive", "pack and unpack the per-sample records "
                                                  "of a results branch"),
     "machine": ("kperf.machine", "what this machine and its stack are (asv's machine file)"),
-    "clocks": ("kperf.history.clocks", "opt-in clock locking for a dedicated runner"),
 }
 
 

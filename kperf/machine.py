@@ -20,7 +20,6 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -308,84 +307,6 @@ def write_machine_file(info: dict[str, str], path: Path | None = None) -> Path:
             Path(tmp).unlink(missing_ok=True)
             raise
     return path
-
-
-# --------------------------------------------------------------- one GPU of several
-# (docs/multi-gpu.md: each GPU of a multi-GPU host is its own asv machine)
-
-
-def host_name() -> str:
-    return platform.node().split(".")[0] or "host"
-
-
-def uuid_suffix(uuid: str) -> str:
-    """The part of a GPU's UUID (or serial) in its machine name: the last 8 characters."""
-    return slug(uuid)[-8:]
-
-
-def machine_name(host: str, gpu: str | None, uuid: str) -> str:
-    """``<host>-<gpu model>-<uuid8>`` (``<host>-cpu`` without a GPU), as ``describe`` names
-    a machine by default."""
-    gpu_part = slug(gpu) if gpu else "cpu"
-    uuid_part = f"-{uuid_suffix(uuid)}" if uuid else ""
-    return f"{slug(host)}-{gpu_part}{uuid_part}"
-
-
-def gpu_visibility_env(index: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a process that must see only GPU ``index`` of this host.
-
-    ``index`` is the GPU's position in NVML's or amdsmi's list (PCI bus order). CUDA orders
-    devices fastest first unless told otherwise, so the order is pinned to the PCI bus,
-    where CUDA's index, NVML's and the telemetry's mapping (kperf.core.telemetry) agree. HIP
-    prefers HIP_VISIBLE_DEVICES over CUDA_VISIBLE_DEVICES; ROCR_VISIBLE_DEVICES would filter
-    first and shift the index, so it is removed.
-    """
-    env = dict(os.environ if base is None else base)
-    env.pop("ROCR_VISIBLE_DEVICES", None)
-    env.update({"CUDA_VISIBLE_DEVICES": str(index), "HIP_VISIBLE_DEVICES": str(index),
-                "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
-    return env
-
-
-_DESCRIBE_CHILD = """
-import json, sys
-from kperf import machine
-info, _, stack = machine._gather(sys.argv[1] or None)
-print(json.dumps({"info": info, "stack": stack}))
-"""
-
-
-def describe_gpu(index: int, name: str | None = None) -> dict[str, str]:
-    """The machine entry of GPU ``index`` of this host, named ``<host>-<gpu>-<uuid8>``.
-
-    A child process that sees only that GPU describes it, so the stack probe and the
-    telemetry identity (UUID, serial, limits) both speak of that GPU, and this process
-    never opens one. On NVIDIA, torch's UUID of the device must agree with NVML's: a
-    mismatch means CUDA and NVML number the GPUs differently.
-    """
-    out = subprocess.run([sys.executable, "-c", _DESCRIBE_CHILD, name or ""],
-                         cwd=Path(__file__).resolve().parent.parent,
-                         env=gpu_visibility_env(index), capture_output=True, text=True,
-                         timeout=600)
-    if out.returncode != 0:
-        raise RuntimeError(f"describing GPU {index} failed: {out.stderr.strip()[-2000:]}")
-    try:
-        said = json.loads(out.stdout.strip().splitlines()[-1])
-        info, stack = said["info"], said["stack"]
-    except (ValueError, IndexError, KeyError, TypeError) as err:
-        raise RuntimeError(f"describing GPU {index}: no JSON in its output "
-                           f"{out.stdout[-500:]!r}") from err
-    safe_name(info.get("machine"), f"machine name of GPU {index}")
-    torch_uuid = _hex(stack.get("gpu_torch_uuid", "")) if not stack.get("hip") else ""
-    if torch_uuid and _hex(info.get("gpu_uuid", "")) not in ("", torch_uuid):
-        raise RuntimeError(f"GPU {index}: torch sees UUID {torch_uuid} but the telemetry "
-                           f"{info.get('gpu_uuid')}: the two number the GPUs differently")
-    return info
-
-
-def _hex(uuid: str) -> str:
-    text = uuid.lower()
-    return re.sub(r"[^0-9a-f]", "", text[4:] if text.startswith("gpu-") else text)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """The history's A/A data read with care (kperf/history/aadata.py): a malformed pair is
 named by file and field, an unknown class to simulate lists the known ones, and the rule is
-validated on A/A series held back from it (``kperf thresholds --held-back``)."""
+validated on A/A series held back from it (tools/lab/thresholds_study.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from kperf.gate.config import Thresholds
 from kperf.history import aadata
 from kperf.history import history_thresholds as ht
 from kperf.project import DEFAULTS
+from tools.lab import thresholds_study as study
 
 from .conftest import REPO
 
@@ -48,9 +49,9 @@ def test_malformed_aa_data_is_named_not_a_traceback(tmp_path: Path, monkeypatch,
 
 def test_simulating_a_class_without_a_spread_names_the_known_ones(monkeypatch, capsys) -> None:
     monkeypatch.chdir(REPO)
-    assert ht.main(["--simulate", "nosuch"]) == 2
+    assert study.main(["simulate", "nosuch"]) == 2
     err = capsys.readouterr().err
-    assert "--simulate nosuch: no spread of that class and measure" in err
+    assert "simulate nosuch: no spread of that class and measure" in err
     assert "bandwidth.time" in err
 
 
@@ -66,7 +67,7 @@ def test_held_back_pairs_are_judged_by_thresholds_computed_without_them(tmp_path
     data.write_text(json.dumps({"placed": True, "machines": {"runs": "m"}, "runs": pairs}))
     raw = {"factor": 4, "step": 0.005, "tail_factor": 1.25}
     gate = Thresholds.load(DEFAULTS / "thresholds.json")
-    [row] = aadata.held_back(tmp_path, raw, ["aa.json"], gate, folds=3)
+    [row] = study.held_back(tmp_path, raw, ["aa.json"], gate, folds=3)
     assert (row.klass, row.measure, row.pairs, row.flagged) == ("compute", "time", 21, 1), row
     # the part holding the outlier was judged by 4% (1.25 x 1% < 4 x 1%); the others by
     # 25%, 1.25 x the 20% that their training half held
@@ -93,7 +94,7 @@ def test_the_rule_flags_few_held_back_pairs_of_the_data() -> None:
     files = list(raw["data"])
 
     def flagged(folds: int, **rule: float) -> dict[tuple[str, str], int]:
-        rows = aadata.held_back(REPO, raw | rule, files, gate, folds)
+        rows = study.held_back(REPO, raw | rule, files, gate, folds)
         assert sum(r.pairs for r in rows) == 300
         return {(r.klass, r.measure): r.flagged for r in rows if r.flagged}
 
@@ -119,7 +120,7 @@ def test_held_back_defaults_to_two_parts_and_no_tail(tmp_path: Path) -> None:
     ``tail_factor`` judges by factor x median alone, whatever the tail holds."""
     files = [_aa(tmp_path, [1.01] * 29 + [1.2])]
     gate = Thresholds.load(DEFAULTS / "thresholds.json")
-    [row] = aadata.held_back(tmp_path, {"factor": 4, "step": 0.005}, files, gate)
+    [row] = study.held_back(tmp_path, {"factor": 4, "step": 0.005}, files, gate)
     assert row.thresholds == (0.04, 0.04) and (row.pairs, row.flagged) == (30, 1)
 
 
@@ -128,7 +129,7 @@ def test_a_held_back_pair_at_the_threshold_is_not_flagged(tmp_path: Path) -> Non
     (asv flags a rise past its threshold); exact in binary."""
     files = [_aa(tmp_path, [1.25] * 20 + [2.0])]
     gate = Thresholds.load(DEFAULTS / "thresholds.json")
-    [row] = aadata.held_back(tmp_path, {"factor": 4, "step": 0.005}, files, gate)
+    [row] = study.held_back(tmp_path, {"factor": 4, "step": 0.005}, files, gate)
     assert set(row.thresholds) == {1.0} and row.flagged == 0
 
 

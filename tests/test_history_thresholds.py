@@ -20,6 +20,7 @@ from kperf.history import aadata
 from kperf.history import history_thresholds as ht
 from kperf.project import DEFAULTS
 from kperf.site.publish import series_thresholds
+from tools.lab import thresholds_study as study
 
 from .conftest import REPO
 
@@ -425,8 +426,8 @@ def test_asvs_step_detection_flags_a_clear_step_and_not_noise() -> None:
     own detector: a step of three thresholds over two runs is found, noise alone is not,
     and a longer noisy history finds a step of 1.2 thresholds less often than two runs."""
     sd = 0.0025
-    assert ht.detection(0.01, sd, 2, 0.03, draws=60) >= 0.95
-    assert ht.detection(0.01, sd, 2, 0.0, draws=60) <= 0.05
-    assert ht.detection(0.01, sd, 10, 0.012, draws=60) < ht.detection(0.01, sd, 2, 0.012,
+    assert study.detection(0.01, sd, 2, 0.03, draws=60) >= 0.95
+    assert study.detection(0.01, sd, 2, 0.0, draws=60) <= 0.05
+    assert study.detection(0.01, sd, 10, 0.012, draws=60) < study.detection(0.01, sd, 2, 0.012,
                                                                        draws=60)
 

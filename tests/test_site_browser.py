@@ -30,7 +30,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from kperf.site import codegen_page
+from kperf.site import codegen
 from kperf.site.pages import fmt_num
 from tests import codegen_fixture
 from tests import site_fixture as fx
@@ -379,7 +379,7 @@ def test_codegen_page_shows_every_op_beside_triton(site: dict[str, Any]) -> None
                                                 "backend": backend}
                     and r["env_name"].endswith("clang19")]
         seconds = fmt_num(statistics.median(timed["samples"]), 2)
-        assert f"{codegen_page.NAMES[backend]} {seconds} s" in summary
+        assert f"{codegen.NAMES[backend]} {seconds} s" in summary
     _shot(page, "codegen")
     page.goto((site["html"] / "kperf" / "codegen.html").as_uri())  # from disk, too
     assert page.locator("table.codegen").count() == len(codegen_fixture.OPS)

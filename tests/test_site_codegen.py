@@ -1,4 +1,4 @@
-"""The codegen page (kperf/site/codegen.py, codegen_page.py), built from real records
+"""The codegen page (kperf/site/codegen.py, codegen.py), built from real records
 (tests/codegen_fixture.py): every op beside Triton, where each figure is from and why one
 is missing, and what records say escaped."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from kperf.site import codegen, codegen_page, data, pages
+from kperf.site import codegen, data, pages
 
 from . import codegen_fixture
 from ._site import HOSTILE
@@ -53,25 +53,25 @@ def test_codegen_page_sets_every_op_beside_triton(tmp_path: Path) -> None:
                     assert isinstance(codegen.value(cell, key), int), (table.op, g, backend, key)
                 assert cell.compile_s and cell.compile_s > 0
     gemm = view.tables[codegen_fixture.OPS.index("gemm")]
-    summary = codegen_page.op_summary(gemm, view.groups)
+    summary = codegen.op_summary(gemm, view.groups)
     clang19 = gfx942[0]
     for backend in codegen.BACKENDS:
         rec = _fixture_record("codegen", "gemm", "gfx942", backend)
         assert gemm.cells[(clang19, backend)].figures == rec["figures"]
         reads = {k: v for k, v in rec["figures"].items() if k.startswith("isa.lds_read.")}
         widest = max(reads, key=reads.get)
-        said = (f"{codegen_page.NAMES[backend]} {widest.rsplit('.', 1)[1]}-bit {reads[widest]} of "
+        said = (f"{codegen.NAMES[backend]} {widest.rsplit('.', 1)[1]}-bit {reads[widest]} of "
                 f"{sum(reads.values())}")
         assert any(line.startswith("LDS reads") and said in line for line in summary)
         timed = _fixture_record("compile", "gemm", "gfx942", backend)
         seconds = statistics.median(timed["samples"])
         assert gemm.cells[(clang19, backend)].compile_s == seconds
         compile_line = next(x for x in summary if x.startswith("compile (gfx942 · clang19)"))
-        assert f"{codegen_page.NAMES[backend]} {pages.fmt_num(seconds, 2)} s" in compile_line
+        assert f"{codegen.NAMES[backend]} {pages.fmt_num(seconds, 2)} s" in compile_line
     sm90 = gemm.cells[(view.groups[-1], "tilelang")]
     assert sm90.figures == _fixture_records("codegen", "sm_90a", "tilelang", op="bench_gemm.")[
         0]["figures"]
-    claims = codegen_page.claims(view.tables, view.groups)
+    claims = codegen.claims(view.tables, view.groups)
     wide = {}
     for b in codegen.BACKENDS:
         figs = [r["figures"] for r in _fixture_records("codegen", "gfx942", b)]
@@ -85,7 +85,7 @@ def test_codegen_page_sets_every_op_beside_triton(tmp_path: Path) -> None:
     faster = sum(times["tilelang"][k] < times["triton"][k] for k in times["tilelang"])
     assert f"gfx942 · clang19: TileLang compiled to a code object faster than Triton in " \
            f"{faster} of 7 ops" in claims[0]
-    html = codegen_page.render([view], data.Notes(), "", {})
+    html = codegen.render([view], data.Notes(), "", {})
     assert html.count('<table class="codegen"') == 7
 
 
@@ -129,8 +129,8 @@ def test_codegen_page_says_where_each_figure_is_from_and_why_one_is_missing() ->
     triton = table.cells[(clang19, "triton")]
     assert triton.figures is None and "no CodeSize record of triton" in triton.why
     assert "TileLang by toolchain: clang19 144 VGPRs, occupancy 3; rocm-7.2.2 148 VGPRs, " \
-           "occupancy 3" in codegen_page.op_summary(table, view.groups)
-    html = codegen_page.render([view], data.Notes(), "https://h/commit/", {})
+           "occupancy 3" in codegen.op_summary(table, view.groups)
+    html = codegen.render([view], data.Notes(), "https://h/commit/", {})
     assert "@aaaaaaaa" in html and 'data-v="2.0"' in html
     assert "not among this record&#39;s figures" in html
     assert codegen.value(table.cells[(sm90, "triton")], "isa.matrix") is None
@@ -143,7 +143,7 @@ def test_codegen_page_escapes_what_records_say() -> None:
                                      HOSTILE: HOSTILE})
     rec["machine"] = rec["env_name"] = HOSTILE
     views = codegen.build([rec], {})
-    html = codegen_page.render(views, data.Notes([(HOSTILE, HOSTILE)]), "https://h/commit/",
+    html = codegen.render(views, data.Notes([(HOSTILE, HOSTILE)]), "https://h/commit/",
                                {"c" * 40: {"subject": HOSTILE, "time": 0}})
     assert "<script>window" not in html and "<img src=x" not in html
     assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 8

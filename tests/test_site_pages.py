@@ -199,6 +199,17 @@ def test_everything_generated_is_escaped(tmp_path: Path) -> None:
     assert "<script>window" not in tele and tele.count("</script>") == 2
 
 
+def test_a_telemetry_row_says_which_other_process_used_the_gpu() -> None:
+    rec = _record("a" * 40)
+    rec["measurement"]["gpu_processes"] = {"others": [
+        {"pid": 675, "name": "python3", "trials": [0, 1]}], "note": ""}
+    (row,) = telemetry_pages.rows_of([rec])
+    assert row["gpu_processes_note"] == (
+        "another process (pid 675, python3) used the GPU in trials 1-2")
+    rec["measurement"]["gpu_processes"] = {"others": [], "note": ""}
+    assert telemetry_pages.rows_of([rec])[0]["gpu_processes_note"] == ""
+
+
 # ----------------------------------------------------------------- steps and their causes
 
 

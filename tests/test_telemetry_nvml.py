@@ -20,7 +20,7 @@ class NVMLError_NotSupported(NVMLError):
 
 
 def fake_pynvml(energy_supported: bool = True) -> types.ModuleType:
-    """Enough of pynvml for NvmlSource and kperf.history.clocks; records every call."""
+    """Enough of pynvml for NvmlSource and the machine file; records every call."""
     mod = types.ModuleType("pynvml")
     mod.NVMLError, mod.NVMLError_NotSupported = NVMLError, NVMLError_NotSupported
     mod.NVML_CLOCK_SM, mod.NVML_CLOCK_MEM, mod.NVML_TEMPERATURE_GPU = 1, 2, 0

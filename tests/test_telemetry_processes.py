@@ -27,7 +27,6 @@ from kperf.core.telemetry.processes import (
     record_note,
     records_note,
     spans,
-    time_looks,
 )
 from kperf.core.telemetry.sysfs import SysfsSource
 from kperf.core.timing import Plan, measure
@@ -35,6 +34,7 @@ from tests.fake_amdsmi import FakeState, use_fake_amdsmi
 from tests.fakes import FAST, FakeGpu, FakeKernel, ScriptedSource
 from tests.test_telemetry_amd import make_sysfs
 from tests.test_telemetry_nvml import NVMLError, NVMLError_NotSupported, fake_pynvml
+from tools.lab.experiments.gpu_neighbour import time_looks
 
 SLEEP = "import time; time.sleep(120)"
 
@@ -334,7 +334,7 @@ def test_what_a_record_says_of_other_processes() -> None:
 
 def test_what_a_look_costs_on_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The host time of a look, measured as the GPU step measures it on NVML
-    (tools/lab/experiments/gpu_neighbour.sh); the fake's figure is Python's and /proc's."""
+    (tools/lab/experiments/gpu_neighbour.py); the fake's figure is Python's and /proc's."""
     _nvml_with(monkeypatch, [(os.getpid(), 1 << 30), (1, 1 << 20)])
     cost = time_looks(NvmlSource(0), count=50)
     assert cost["count"] == 50 and 0 < cost["list_median_s"] <= cost["look_max_s"]

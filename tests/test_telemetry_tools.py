@@ -1,6 +1,5 @@
-"""Provenance (kperf/machine.py), opt-in clock pinning (kperf/history/clocks.py) and the
-telemetry
-pages (kperf/site/telemetry_pages.py), all against fakes: no real GPU's clocks are touched."""
+"""Provenance (kperf/machine.py) and the telemetry pages (kperf/site/telemetry_pages.py),
+against fakes."""
 
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import pytest
 
 from kperf import machine
 from kperf.core import record
-from kperf.history import clocks
 from kperf.site import telemetry_pages
 from tests.fake_amdsmi import FakeState, use_fake_amdsmi
 from tests.test_telemetry_nvml import fake_pynvml
@@ -77,65 +75,6 @@ def test_machine_description_has_the_nvml_clock_state(nvml: types.ModuleType,
 
 
 # ----------------------------------------------------------------- clocks
-def test_amd_lock_readback_and_restore(amd: FakeState, tmp_path: Path) -> None:
-    saved = tmp_path / "clocks.json"
-    code, message = clocks.lock("amd", 0, 1900, saved, 15.0, settle_s=0.0)
-    assert code == 0, message
-    kept = json.loads(saved.read_text())
-    assert kept["previous"]["perf_level"] == "AUTO" and kept["previous"]["sm_clock_max_mhz"] == 2100
-    assert "perf_level.0 8" in amd.path.read_text()  # amdsmi_set_gpu_perf_determinism_mode ran
-    assert clocks.check("amd", 0, 1900, 15.0)[0] == 0
-    assert clocks.check("amd", 0, 2100, 15.0)[0] == 1
-    with pytest.raises(clocks.ClockError, match="already locked"):
-        clocks.lock("amd", 0, 1800, saved, 15.0, settle_s=0.0)
-    code, _ = clocks.restore(saved)
-    assert code == 0 and not saved.exists()
-    code, message = clocks.check("amd", 0, 1900, 15.0)
-    assert code == 1 and "perf level is AUTO" in message
-
-
-def test_amd_lock_that_does_not_take_is_reported(amd: FakeState, tmp_path: Path,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    amd.set(set_ignored=1)
-    saved = tmp_path / "clocks.json"
-    args = ["--vendor", "amd", "--state-file", str(saved), "--settle-s", "0"]
-    assert clocks.main([*args, "--lock-sm", "1900"]) == 1
-    assert "not in effect: perf level is AUTO" in capsys.readouterr().err
-    assert saved.exists()  # the previous state is kept so --restore still works
-    amd.set(set_ignored=0, set_status=10)  # AMDSMI_STATUS_NO_PERM
-    assert clocks.main([*args, "--restore"]) == 2
-    assert "no permission" in capsys.readouterr().err
-
-
-def test_amd_lock_refused_leaves_no_state(amd: FakeState, tmp_path: Path) -> None:
-    amd.set(set_status=10)
-    saved = tmp_path / "clocks.json"
-    with pytest.raises(clocks.ClockError, match="no permission"):
-        clocks.lock("amd", 0, 1900, saved, 15.0, settle_s=0.0)
-    assert not saved.exists()
-
-
-def test_nvidia_lock_and_restore(nvml: types.ModuleType, tmp_path: Path,
-                                 capsys: pytest.CaptureFixture[str]) -> None:
-    saved = tmp_path / "clocks.json"
-    args = ["--vendor", "nvidia", "--state-file", str(saved), "--settle-s", "0"]
-    assert clocks.main([*args, "--lock-sm", "1980"]) == 0
-    assert ("lock", 0, 1980, 1980) in nvml.calls
-    assert json.loads(saved.read_text())["previous"]["sm_clock_mhz"] == 1755
-    assert clocks.main(["check", "--vendor", "nvidia", "--sm", "1980"]) == 0
-    assert clocks.main(["check", "--vendor", "nvidia", "--sm", "1500"]) == 1
-    assert clocks.main([*args, "--restore"]) == 0
-    assert ("reset", 0) in nvml.calls and not saved.exists()
-    assert clocks.main(["check", "--vendor", "nvidia", "--sm", "1980"]) == 1
-    assert "reads 1755 MHz, requested 1980" in capsys.readouterr().err
-
-
-def test_restore_without_state_is_a_clear_error(tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    assert clocks.main(["--restore", "--state-file", str(tmp_path / "none.json")]) == 2
-    assert "no saved clock state" in capsys.readouterr().err
-
-
 # ----------------------------------------------------------------- pages
 def _window(sm: float, sm_min: float, bits: int | None, temp: float = 60.0) -> dict:
     return {"n_readings": 10, "sm_clock_mhz_min": sm_min, "sm_clock_mhz_median": sm,

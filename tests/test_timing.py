@@ -23,7 +23,6 @@ def test_long_kernel_is_event_timed_with_a_flush_per_rep():
     assert gpu.flushes >= m.reps * 8  # every timed rep was preceded by a flush
     for s in m.samples:  # the flush hides the launch gap: the kernel's own time is read
         assert s == pytest.approx(200e-6, rel=1e-6)
-    assert m.asv_result() == {"samples": m.samples, "number": m.number}
 
 
 def test_the_plan_says_whether_a_flush_writes_or_reads():

@@ -17,11 +17,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     ${KPERF_TORCH_INDEX:+--index-url "$KPERF_TORCH_INDEX"}
   # shellcheck disable=SC2046
   .venv/bin/python -m pip install -q --disable-pip-version-check \
-    $(.venv/bin/python kperf/stacks/requirements.py deps stack amd nvidia dev site-test)
+    $(.venv/bin/python tools/requirements.py deps stack amd nvidia dev site-test)
   if ! command -v nvcc >/dev/null; then  # TileLang's sm_90a compiles (docs/amd.md)
     # shellcheck disable=SC2046
     .venv/bin/python -m pip install -q --disable-pip-version-check \
-      $(.venv/bin/python kperf/stacks/requirements.py nvcc)
+      $(.venv/bin/python tools/requirements.py nvcc)
   fi
   echo "$want" > "$stamp"
 fi

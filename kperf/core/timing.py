@@ -91,10 +91,6 @@ class Measurement:
     # could not be known: ``kperf.core.telemetry.processes.ProcessWatch.summary``
     gpu_processes: dict[str, Any] | None = None
 
-    def asv_result(self) -> dict[str, Any]:
-        """The shape asv parses as a timing: median, CI and Mann-Whitney over samples."""
-        return {"samples": list(self.samples), "number": self.number}
-
     def as_record(self) -> dict[str, Any]:
         rec = asdict(self)
         rec["windows"] = [w.as_dict() for w in self.windows]

@@ -1,7 +1,7 @@
 """Measuring a gate: rounds of blocks until every case is decided or the budget is spent,
 a fresh pair of workers (kperf/gate/workers.py) for each round, SLOW / FAST re-measured.
 
-Everything measured is appended to ``blocks.jsonl`` as it happens (kperf/gate/ledger.py);
+Everything measured is appended to ``blocks.jsonl`` as it happens (``blocks.Ledger``);
 ``gate-state.json`` says what the run is. A run that is cut off (a device call's limit,
 Ctrl-C) resumes from both (``--resume``), and ``--no-run`` decides a stored run again
 from them.
@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from kperf.core.worker import RemoteError, RemoteSkip, WorkerClient, WorkerError
-from kperf.gate.blocks import block_of, failed_block
+from kperf.gate.blocks import Ledger, block_of, failed_block
 from kperf.gate.config import KernelClass, Sequential, Thresholds
 from kperf.gate.disturbed import disturbance
 from kperf.gate.jobs import join, threads
-from kperf.gate.ledger import Ledger
 from kperf.gate.model import SIDES, Block, Verdict
 from kperf.gate.plan import GatePlan, Lane
 from kperf.gate.sequential import awaiting_confirmation, key

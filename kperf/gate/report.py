@@ -8,7 +8,6 @@ character (U+202E) would make the text read otherwise than it is (docs/gate.md, 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -252,5 +251,3 @@ def rounds_markdown(cases: Sequence[CaseData], verdicts: Sequence[Verdict],
     return "\n".join(lines) + "\n"
 
 
-def load_report(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text())

@@ -28,7 +28,7 @@ from typing import Any
 from kperf.config import ConfigError
 from kperf.gate.config import Thresholds
 from kperf.site.series import series_class
-from kperf.site.spreads import History, Spread
+from kperf.site.spreads import History
 
 DIGITS = 5  # a figure's decimals as written (0.01%: 0.0001)
 
@@ -233,53 +233,3 @@ def _sig(x: float) -> float:
 
 def text(raw: dict[str, Any]) -> str:
     return json.dumps(raw, indent=1, ensure_ascii=False) + "\n"
-
-
-@dataclass(frozen=True)
-class HeldBack:
-    """One class and measure validated on pairs held back from its thresholds."""
-
-    klass: str
-    measure: str
-    pairs: int  # held-back pairs judged (every fold's)
-    flagged: int  # of them past the threshold computed without them
-    thresholds: tuple[float, ...]  # each fold's
-
-    @property
-    def rate(self) -> float:
-        return self.flagged / self.pairs if self.pairs else 0.0
-
-
-def held_back(repo: Path, raw: dict[str, Any], files: Sequence[str], gate: Thresholds,
-              folds: int = 2) -> list[HeldBack]:
-    """How often the history's rule flags an unchanged series it was not computed from:
-    the A/A data's series split into ``folds`` parts (by a hash of the name, so a series
-    is never on both sides), each part's pairs judged against thresholds computed by the
-    same rule (``History.threshold``) from the other parts; a pair counts in its worse
-    order, as ``figures`` counts it. Classes whose only data falls in one part are left
-    out of that fold."""
-    import hashlib
-
-    pairs = [(p, placed) for p, placed in load_pairs(repo, files)
-             if p.series not in raw.get("two_level", {})]
-    part = {p.series: int(hashlib.sha256(p.series.encode()).hexdigest(), 16) % folds
-            for p, _ in pairs}
-    found: dict[tuple[str, str], list[Any]] = {}
-    for k in range(folds):
-        train = used_pairs([(p, pl) for p, pl in pairs if part[p.series] != k], gate)
-        test = used_pairs([(p, pl) for p, pl in pairs if part[p.series] == k], gate)
-        spreads = {key: Spread(statistics.median(p.both_ways for p in mine), "fold",
-                               quantile([p.both_ways for p in mine], tail_quantile(raw)))
-                   for key, mine in train.items()}
-        history = History(repo / "history-thresholds.json", float(raw["factor"]),
-                          float(raw["step"]), spreads, float(raw.get("tail_factor", 0.0)), {})
-        for (name, measure), judged in test.items():
-            if (name, measure) not in spreads:
-                continue
-            threshold = history.threshold(gate.classes[name], measure)
-            row = found.setdefault((name, measure), [0, 0, []])
-            row[0] += len(judged)
-            row[1] += sum(p.both_ways > threshold for p in judged)
-            row[2].append(threshold)
-    return [HeldBack(name, measure, n, hit, tuple(ths))
-            for (name, measure), (n, hit, ths) in sorted(found.items())]

@@ -131,10 +131,6 @@ def tilelang() -> ModuleType:
     return importlib.import_module("tilelang")
 
 
-def tilelang_version() -> tuple[int, ...]:
-    return version_tuple(tilelang().__version__)
-
-
 def tilelang_language(target: Target) -> ModuleType:
     """The ``T`` module for a target: the ROCm dialect on AMD where it exists."""
     if target.vendor == "amd":
@@ -208,21 +204,10 @@ def triton_gpu_target(target: Target):
     return GPUTarget(*target.triton_target)
 
 
-def triton_aot(fn, signature: dict[str, str], constexprs: dict[str, Any], target: Target,
-               options: dict[str, Any]):
-    """Compile a ``@triton.jit`` function ahead of time for a target that need not be present."""
-    require("triton.aot")
-    with api_guard("triton", "triton.aot"):
-        import triton
-        from triton.compiler import ASTSource
-
-        src = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
-        return triton.compile(src, target=triton_gpu_target(target), options=options)
-
-
 def triton_aot_aligned(fn, signature: dict[str, str], constexprs: dict[str, Any], target: Target,
                        options: dict[str, Any], aligned: tuple[str, ...] = ()):
-    """``triton_aot`` with the launch-time specialization the JIT would give: the arguments in
+    """Compile a ``@triton.jit`` function ahead of time for a target that need not be present,
+    with the launch-time specialization the JIT would give: the arguments in
     ``aligned`` (16-byte aligned pointers, integers divisible by 16) carry ``tt.divisibility``,
     and on AMD pointers are marked within 2 GB (buffer ops), as for tensors below 2 GB.
 

@@ -38,7 +38,6 @@ from kperf.paths import PathError, check_scratch, inside
 from kperf.site import (
     asv_pages,
     codegen,
-    codegen_page,
     data,
     falls,
     gatepages,
@@ -296,7 +295,7 @@ def publish(repo: Path, config: Path | None = None, html_dir: Path | None = None
     (kperf / "head-to-head.html").write_text(
         headtohead_page.render(views, all_notes, commit_url, subjects, found,
                                conf.get("regressions_thresholds")))
-    codegen_notes = codegen_page.write(kperf, codegen.roots_beside(record_roots), revisions,
+    codegen_notes = codegen.write(kperf, codegen.roots_beside(record_roots), revisions,
                                        commit_url, git_repo,
                                        codegen.timings_beside(files, benchmarks, revisions))
 

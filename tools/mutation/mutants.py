@@ -369,7 +369,7 @@ MUTANTS: tuple[Mutant, ...] = (
        "extra = len(listed) - here", "extra = 0",
        ("tests/test_telemetry_processes.py",),
        "a neighbour outside the GPU job's container never seen"),
-    _m("held-back-pairs-also-train", "kperf/history/aadata.py",
+    _m("held-back-pairs-also-train", "tools/lab/thresholds_study.py",
        "train = used_pairs([(p, pl) for p, pl in pairs if part[p.series] != k], gate)",
        "train = used_pairs(pairs, gate)", ("tests/test_history_aa.py",),
        "the held-back validation judges pairs by thresholds computed with them"),

@@ -3,7 +3,7 @@ the code-object figures (kperf/core/codeobj.py), the gfx942 toolchain and where 
 goes (kperf/core/hip.py, kperf/suites/digests.py, kperf/suites/static.py), the measurement
 worker's trust (kperf/core/workerauth.py), the gate's codegen verdicts and lines
 (kperf/gate/codegen.py, plan.py, cli.py), the site's step causes (kperf/site/steps.py,
-codesteps.py, falls.py) and codegen summaries (kperf/site/codegen.py, codegen_page.py), and
+codesteps.py, falls.py) and codegen summaries (kperf/site/codegen.py), and
 the newest decision code beside them: other processes on the GPU
 (kperf/core/telemetry/processes.py, kperf/gate/disturbed.py) and the history thresholds' A/A
 data (kperf/history/aadata.py).
@@ -41,7 +41,7 @@ STEPS = "kperf/site/steps.py"
 CODESTEPS = "kperf/site/codesteps.py"
 FALLS = "kperf/site/falls.py"
 SITE_CG = "kperf/site/codegen.py"
-CG_PAGE = "kperf/site/codegen_page.py"
+
 
 Row = tuple[str, str, str, str, tuple[str, ...], str]
 
@@ -284,23 +284,23 @@ ROWS: tuple[Row, ...] = (
     ("falls-past-no-threshold", FALLS,
      "asv_threshold(table, entry) if table else 0.0)", "0.0)", (STEP_CAUSES,),
      "a fall smaller than the series' threshold flagged"),
-    # ---- the codegen page's figures and summaries (kperf/site/codegen.py, codegen_page.py)
+    # ---- the codegen page's figures and summaries (kperf/site/codegen.py)
     ("codegen-page-absent-isa-unknown", SITE_CG, "        return 0\n", "        return None\n",
      (SITE_CODEGEN,), "an instruction kind a read mix lacks shown unknown, not 0"),
     ("codegen-page-isa-zero-without-a-mix", SITE_CG,
      ' and any(k.startswith("isa.") for k in figs):', ":", (SITE_CODEGEN,),
      "0 instructions shown for a binary that was never disassembled (sm_90a's Triton)"),
-    ("codegen-page-dominant-width-least", CG_PAGE, "bits, count = widths.most_common(1)[0]",
+    ("codegen-page-dominant-width-least", SITE_CG, "bits, count = widths.most_common(1)[0]",
      "bits, count = widths.most_common()[-1]", (SITE_CODEGEN,),
      "the width fewest accesses have called the most common"),
-    ("codegen-page-faster-counted-backwards", CG_PAGE, "{sum(a < b for a, b in timed)} of",
+    ("codegen-page-faster-counted-backwards", SITE_CG, "{sum(a < b for a, b in timed)} of",
      "{sum(a > b for a, b in timed)} of", (SITE_CODEGEN,),
      "'TileLang compiled faster in N ops' counting the ops where Triton did"),
-    ("codegen-page-wide-share-of-64-bit", CG_PAGE,
+    ("codegen-page-wide-share-of-64-bit", SITE_CG,
      "return f\"{total['128']} of {n} ({100 * total['128'] / n:.0f}%)\"",
      "return f\"{total['64']} of {n} ({100 * total['64'] / n:.0f}%)\"", (SITE_CODEGEN,),
      "the share of 128-bit accesses counted from the 64-bit ones"),
-    ("codegen-page-toolchains-unsaid", CG_PAGE, "    if len(tilelang) > 1:\n",
+    ("codegen-page-toolchains-unsaid", SITE_CG, "    if len(tilelang) > 1:\n",
      "    if len(tilelang) > 2:\n", (SITE_CODEGEN,),
      "TileLang's registers under two toolchains not set side by side"),
     ("timings-beside-oldest-commit", SITE_CG,

@@ -27,7 +27,6 @@ driver hides processes, or wants rights the process lacks) is unknown too, never
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import time
@@ -367,24 +366,3 @@ def record_note(rec: dict[str, Any]) -> str:
     if procs.get("others") is None:
         return f"other processes on the GPU not known: {procs.get('note', '')}".rstrip(": ")
     return ""
-
-
-def time_looks(source: Any, count: int = 100) -> dict[str, Any]:
-    """What a look costs on ``source``: host seconds of the source's process list alone and
-    of a whole look (the list, /proc, the sorting), ``count`` of each (median, max)."""
-    import statistics
-
-    def timed(call: Callable[[], Any]) -> list[float]:
-        out = []
-        for _ in range(count):
-            start = time.perf_counter()
-            with contextlib.suppress(Exception):
-                call()
-            out.append(time.perf_counter() - start)
-        return out
-
-    watch = ProcessWatch(source)
-    lists, looks = timed(lambda: listed_processes(source)), timed(watch.look)
-    return {"count": count, "list_median_s": statistics.median(lists), "list_max_s": max(lists),
-            "look_median_s": statistics.median(looks), "look_max_s": max(looks),
-            "summary": watch.summary()}

@@ -73,8 +73,10 @@ function render() {
     cell(tr, p.throttle_bits_or === null ? "-" : "0x" + p.throttle_bits_or.toString(16) +
       (names ? " " + names : ""), hard ? "bad" : (p.throttle_unusual ? "warn" : ""),
       p.throttle_bits_or === null ? "no throttle reading" : "");
-    cell(tr, p.telemetry_backend + " (" + p.n_readings + " readings)", "l")
-      .title = p.telemetry_reason + "; record " + p.source;
+    const tel = cell(tr, p.telemetry_backend + " (" + p.n_readings + " readings)" +
+      (p.gpu_processes_note ? "; " + p.gpu_processes_note : ""), "l");
+    tel.title = p.telemetry_reason + "; record " + p.source;
+    if (p.gpu_processes_note.includes("used the GPU")) tel.className = "l warn";
     link(cell(tr, "", "l"), "graph", graphHref(p)).onclick = e => e.stopPropagation();
     tr.onclick = () => toggle(tr, p);
     if (only) toggle(tr, p);

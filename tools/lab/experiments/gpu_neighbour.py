@@ -19,12 +19,14 @@ without it, no "another process" line. Exit 0 if both hold.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,12 +70,33 @@ def _times(call: Any, count: int) -> dict[str, Any]:
             "max_us": 1e6 * out[-1], "count": count}
 
 
+def time_looks(source: Any, count: int = 100) -> dict[str, Any]:
+    """What a look costs on ``source``: host seconds of the source's process list alone and
+    of a whole look (the list, /proc, the sorting), ``count`` of each (median, max)."""
+    from kperf.core.telemetry.processes import ProcessWatch, listed_processes
+
+    def timed(call: Callable[[], Any]) -> list[float]:
+        out = []
+        for _ in range(count):
+            start = time.perf_counter()
+            with contextlib.suppress(Exception):
+                call()
+            out.append(time.perf_counter() - start)
+        return out
+
+    watch = ProcessWatch(source)
+    lists, looks = timed(lambda: listed_processes(source)), timed(watch.look)
+    return {"count": count, "list_median_s": statistics.median(lists), "list_max_s": max(lists),
+            "look_median_s": statistics.median(looks), "look_max_s": max(looks),
+            "summary": watch.summary()}
+
+
 def cost(path: Path, count: int = 200) -> None:
     import pynvml
     import torch
 
     from kperf.core.telemetry.nvml import PROCESS_LISTS, NvmlSource
-    from kperf.core.telemetry.processes import ProcFs, time_looks
+    from kperf.core.telemetry.processes import ProcFs
 
     torch.ones(1, device="cuda").sum().item()  # a context: NVML lists this process now
     source = NvmlSource(0)

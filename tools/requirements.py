@@ -1,7 +1,7 @@
 """Print the pinned requirements of pyproject.toml extras, one per line (for setup_env.sh);
 ``deps`` names kperf's own dependencies.
 
-    python kperf/stacks/requirements.py deps stack dev
+    python tools/requirements.py deps stack dev
 """
 
 from __future__ import annotations
@@ -21,5 +21,5 @@ def requirements(extras: list[str], pyproject: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     print("\n".join(requirements(sys.argv[1:], root / "pyproject.toml")))
