@@ -83,7 +83,7 @@ def test_occupancy_and_scratch_stay_exact_whatever_the_headroom(th) -> None:
 
 
 class _Records:
-    """A published history as codesteps reads it: each commit's codegen figures."""
+    """A published history as steps.explain_code reads it: each commit's codegen figures."""
 
     def __init__(self, figures: dict[str, dict], values: dict[str, float]) -> None:
         self.figures, self.values = figures, values
@@ -100,7 +100,7 @@ class _Records:
 
 
 def _history_step(base: dict, head: dict, benchmark: str) -> object:
-    from kperf.site import codesteps
+    from kperf.site import steps
     from kperf.site.steps import Side, Step
 
     step = Step(series=benchmark, machine="m", time_benchmark=benchmark,
@@ -108,7 +108,7 @@ def _history_step(base: dict, head: dict, benchmark: str) -> object:
                 before=Side("a" * 40), after=Side("b" * 40), revision=2)
     history = _Records({"a" * 40: base, "b" * 40: head},
                        {"a" * 40: float(base["registers"]), "b" * 40: float(head["registers"])})
-    codesteps.explain(step, 0, history)
+    steps.explain_code(step, 0, history)
     return step
 
 

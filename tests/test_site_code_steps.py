@@ -1,6 +1,6 @@
 """Code series on the published site: an occupancy that falls is flagged (asv flags rises
 only: kperf/site/falls.py), and a step of a static figure says its cause in the code's
-terms, from the codegen records of the series' own environment (kperf/site/codesteps.py),
+terms, from the codegen records of the series' own environment (kperf/site/steps.py),
 read in Chromium on asv's regressions page.
 
 A synthetic history of three commits on one machine with two gfx942 toolchains (two asv

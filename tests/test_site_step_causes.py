@@ -1,5 +1,5 @@
 """The causes of the history's steps without a browser or asv's publish (kperf/site/steps.py,
-codesteps.py, falls.py): on a machine with several asv environments (a gfx942 toolchain
+falls.py): on a machine with several asv environments (a gfx942 toolchain
 each) a step reads its own environment's values and records only; a code step's cause
 from its latest codegen records either side; the falls of the series where higher is better,
 past their threshold, and of no other series. (In Chromium on a published site:

@@ -7,7 +7,7 @@ rule in thresholds.json says ``higher_is_better`` this runs asv's own step detec
 reciprocal of its values (a fall of x is a rise of 1/x, so asv's relative thresholds mean
 the same) and adds what it finds to ``regressions.json`` in asv's own entry format, with
 the values as measured: asv's page shows the fall with its factor (0.67x) and kperf's
-pages give its cause (kperf/site/codesteps.py).
+pages give its cause (kperf/site/steps.py, ``explain_code``).
 """
 
 from __future__ import annotations

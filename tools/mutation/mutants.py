@@ -361,7 +361,7 @@ MUTANTS: tuple[Mutant, ...] = (
        "sum(v.verdict == k and not v.broke for v in verdicts)",
        "sum(v.verdict == k for v in verdicts)", (EXITS,),
        "a case wrong at head counted twice, once as inconclusive"),
-    _m("history-no-cost-step-red", "kperf/site/codesteps.py",
+    _m("history-no-cost-step-red", "kperf/site/steps.py",
        'elif not compiled and not (cost := static_cost(*figures)).startswith("costs"):',
        'elif False:', (COSTS,),
        "a register step that costs nothing flagged as the code's regression"),

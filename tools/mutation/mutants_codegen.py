@@ -3,7 +3,7 @@ the code-object figures (kperf/core/codeobj.py), the gfx942 toolchain and where 
 goes (kperf/core/hip.py, kperf/suites/digests.py, kperf/suites/static.py), the measurement
 worker's trust (kperf/core/workerauth.py), the gate's codegen verdicts and lines
 (kperf/gate/codegen.py, plan.py, cli.py), the site's step causes (kperf/site/steps.py,
-codesteps.py, falls.py) and codegen summaries (kperf/site/codegen.py), and
+falls.py) and codegen summaries (kperf/site/codegen.py), and
 the newest decision code beside them: other processes on the GPU
 (kperf/core/telemetry/processes.py, kperf/gate/disturbed.py) and the history thresholds' A/A
 data (kperf/history/aadata.py).
@@ -38,7 +38,7 @@ DIGESTS = "kperf/suites/digests.py"
 AUTH = "kperf/core/workerauth.py"
 CODEGEN = "kperf/gate/codegen.py"
 STEPS = "kperf/site/steps.py"
-CODESTEPS = "kperf/site/codesteps.py"
+CODESTEPS = "kperf/site/steps.py"
 FALLS = "kperf/site/falls.py"
 SITE_CG = "kperf/site/codegen.py"
 
@@ -232,7 +232,7 @@ ROWS: tuple[Row, ...] = (
     ("buildable-keeps-everything", "kperf/gate/cli.py",
      "        if not why[what]:\n            kept.append(case)", "        kept.append(case)",
      (GATE_CODEGEN,), "a case this machine cannot build judged (SAME of nothing, or broken)"),
-    # ---- the site's step causes (kperf/site/steps.py, codesteps.py, falls.py)
+    # ---- the site's step causes (kperf/site/steps.py, falls.py)
     ("steps-records-of-every-environment", STEPS,
      'return recs if envs is None else [r for r in recs if str(r.get("env_name")) in envs]',
      "return recs", (STEP_CAUSES, CODE_STEPS),
