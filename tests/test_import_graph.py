@@ -33,7 +33,7 @@ SKIPPED_FOLDERS = ("html", "__pycache__", "examples")  # and every hidden folder
 MAX_LINES = 450
 SIZE_CHECKED = ("kperf", "kernels", "benchmarks", "tools", "tests")
 # kperf's floors, bottom to top; a module of kperf not named here is a command (the top)
-FLOORS = (("kperf.project", "kperf.paths", "kperf.config", "kperf.results"),
+FLOORS = (("kperf.project", "kperf.paths", "kperf.config", "kperf.results", "kperf.specs"),
           ("kperf.core", "kperf.ops"),
           ("kperf.suites", "kperf.machine", "kperf.toolchains"), ("kperf.gate",),
           ("kperf.site",), ("kperf.history",), ("kperf.stacks",))

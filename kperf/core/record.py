@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 # 2 (2026-12-01) added energy_per_call_j and, per window, power_limit_w and an energy_j
 # read off the counter's ends; readers take 1 and 2 (kperf/gate/asvio.py, kperf/site).
@@ -27,6 +27,45 @@ RECORD_SCHEMA = "kperf-record-2"
 # One folder name: no '/', no '..' (kperf/paths.py's SAFE_NAME, copied: harness never
 # imports tools). A machine called '../../x' would write records outside the root.
 SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,199}")
+
+
+class Record(TypedDict, total=False):
+    """One record as written (kperf/schemas/record.json checks it where it is read; a test
+    keeps the two in step). Readers add ``_source`` and ``_schema_version``."""
+
+    schema: str  # RECORD_SCHEMA
+    benchmark: str  # asv's name of the suite's method
+    params: dict[str, Any]
+    machine: str
+    commit: str | None
+    env_name: str | None
+    kperf: str  # ``instrument()``
+    kind: Literal["time", "codegen", "compile"]
+    recorded_at: float
+    # kind "time": a measurement and what it means (kperf/suites/timed.py)
+    plan: dict[str, Any]  # the plan's fields that differ from the defaults
+    baseline_key: str
+    kernel_key: str
+    measurement: dict[str, Any]  # ``Measurement.as_record()``: samples, windows, modes
+    config: dict[str, Any]  # the kernel's tile configuration
+    target: str
+    gpu: str | None
+    first_call_s: float | None
+    tflops: float | None
+    gbps: float | None
+    max_abs_err: float | None
+    energy_per_call_j: float | None
+    pid: int
+    idle_before_s: float | None
+    # kind "codegen": every static figure of the kernel's code (kperf/suites/cpu.py)
+    op: str
+    case: str
+    toolchain: str | None
+    figures: dict[str, Any]
+    # kind "compile": cold compiles' CPU seconds and wall seconds
+    compile_key: str
+    samples: list[float]
+    wall_s: list[float]
 
 
 def record_root() -> Path:
@@ -105,7 +144,7 @@ def instrument() -> str:
     return f"kperf {__version__} {digest.hexdigest()[:12]}"
 
 
-def write_record(benchmark: str, params: dict[str, Any], payload: dict[str, Any],
+def write_record(benchmark: str, params: dict[str, Any], payload: Record,
                  root: Path | None = None) -> Path:
     path = record_path(benchmark, params, root)
     atomic_write_json(path, {
@@ -122,7 +161,7 @@ def write_record(benchmark: str, params: dict[str, Any], payload: dict[str, Any]
 
 
 def machine_records(benchmark: str, params: dict[str, Any],
-                    root: Path | None = None) -> list[dict[str, Any]]:
+                    root: Path | None = None) -> list[Record]:
     """This machine's records of one benchmark and params, at every commit and environment,
     oldest first. A file that cannot be read is named on stderr and passed over: the
     caller then measures, which is never wrong."""
@@ -136,7 +175,7 @@ def machine_records(benchmark: str, params: dict[str, Any],
     return sorted(out, key=lambda r: float(r.get("recorded_at") or 0.0))
 
 
-def read_records(root: Path | None = None) -> list[dict[str, Any]]:
+def read_records(root: Path | None = None) -> list[Record]:
     """Every record under the root; a corrupt file is reported by path, not skipped silently."""
     out = []
     for path in sorted((root or record_root()).rglob("*.json")):

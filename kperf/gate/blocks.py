@@ -27,6 +27,7 @@ from kperf.gate.errors import GateError
 from kperf.gate.model import Block, CaseData, Verdict
 from kperf.gate.plan import GatePlan, Lane
 from kperf.gate.sequential import replay
+from kperf.specs import GateCase
 
 ROW_START = '{"case": '  # how every line ``append`` writes begins
 
@@ -39,7 +40,7 @@ class BlockLog:
         self.lock = threading.Lock()
         self.repaired = False
 
-    def append(self, case: dict[str, Any], block: Block, extra: dict[str, Any]) -> None:
+    def append(self, case: GateCase, block: Block, extra: dict[str, Any]) -> None:
         line = json.dumps({"case": case["name"], "env": case.get("env", ""),
                            **asdict(block), **extra})
         with self.lock:
@@ -106,7 +107,7 @@ def case_wall_s(rows: Sequence[dict[str, Any]], name: str) -> float:
     return sum(r.get("wall_s", 0.0) for r in rows if r["case"] == name)
 
 
-def case_data(cases: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]]) -> list[CaseData]:
+def case_data(cases: Sequence[GateCase], rows: Sequence[dict[str, Any]]) -> list[CaseData]:
     by_name = {c["name"]: CaseData(c["name"], c.get("env", ""), c.get("unit", "seconds"))
                for c in cases}
     for row in rows:
@@ -160,14 +161,14 @@ class Ledger:
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
-    def record(self, case: dict[str, Any], block: Block, lane: Lane) -> None:
+    def record(self, case: GateCase, block: Block, lane: Lane) -> None:
         block.t = time.time()
         extra = {"lane": lane.label}
         self.blocks.append(case, block, extra)
         self.rows.append({"case": case["name"], "env": case.get("env", ""), **asdict(block),
                           **extra})
 
-    def note_prepare(self, case: dict[str, Any], side: str, generation: int, wall_s: float,
+    def note_prepare(self, case: GateCase, side: str, generation: int, wall_s: float,
                      reply: Any) -> None:
         """One line of ``prepares.jsonl``: what a new pair's preparation of a case cost
         (the first case of a worker also pays its GPU context)."""

@@ -49,8 +49,10 @@ from kperf.gate.plan import (
 from kperf.gate.sequential import exit_code, finalise, replay
 from kperf.ops.registry import working_tree_declarations
 from kperf.paths import PathError
+from kperf.specs import GateCase
 
 KPERF_DIR = Path(__file__).resolve().parent.parent  # the gate's own code: where a crash is named
+CODEGEN_KINDS = ("static", "compile")
 
 
 class GateParser(argparse.ArgumentParser):
@@ -97,7 +99,7 @@ def add_gate_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-rows", type=int, default=60)
 
 
-def select(cases: list[dict[str, Any]], regexes: list[str], gpu: bool) -> list[dict[str, Any]]:
+def select(cases: list[GateCase], regexes: list[str], gpu: bool) -> list[GateCase]:
     """The cases the regexes match; without a GPU only what needs none (static figures and
     cold compiles)."""
     patterns = [re.compile(r) for r in regexes]
@@ -105,10 +107,7 @@ def select(cases: list[dict[str, Any]], regexes: list[str], gpu: bool) -> list[d
     return chosen if gpu else [c for c in chosen if c["kind"] in CODEGEN_KINDS]
 
 
-CODEGEN_KINDS = ("static", "compile")
-
-
-def per_toolchain(cases: list[dict[str, Any]], toolchains: list[str]) -> list[dict[str, Any]]:
+def per_toolchain(cases: list[GateCase], toolchains: list[str]) -> list[GateCase]:
     """AMD TileLang code cases once per toolchain (gfx950: clang22 for clang19 and llvm19),
     each named ``<case> [<toolchain>]``, its suite's case in ``suite_case`` (Triton brings
     its own LLVM: its cases are judged once)."""
@@ -125,7 +124,7 @@ def per_toolchain(cases: list[dict[str, Any]], toolchains: list[str]) -> list[di
     return out
 
 
-def buildable(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, str]]:
+def buildable(cases: list[GateCase]) -> tuple[list[GateCase], dict[str, str]]:
     """(the cases this machine can build, {target/backend[/toolchain]: why not} for the
     rest): a GPU runner without the gfx942 tools leaves gfx942 to a machine that has them,
     and says so, rather than judging nothing as SAME."""
@@ -145,7 +144,7 @@ def buildable(cases: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[s
     return kept, {k: v for k, v in why.items() if v}
 
 
-def suite_cases(repo: Path) -> list[dict[str, Any]]:
+def suite_cases(repo: Path) -> list[GateCase]:
     """The repository's own suite (its working tree's benchmarks/), as the gate can
     measure it."""
     from kperf.suites.timed import gate_cases
@@ -255,7 +254,7 @@ def decide(pr_dir: Path, state: dict[str, Any], th: Thresholds,
     return finalise(verdicts, f"undecided when the rounds stopped ({stopped})")
 
 
-def measured_rows(pr_dir: Path, planned: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def measured_rows(pr_dir: Path, planned: list[GateCase]) -> list[dict[str, Any]]:
     """The blocks of a run that planned to measure ``planned``; a run that measured none
     of them judged nothing, which is the gate's failure, never "inconclusive"."""
     path = pr_dir / "blocks.jsonl"
@@ -265,13 +264,13 @@ def measured_rows(pr_dir: Path, planned: list[dict[str, Any]]) -> list[dict[str,
     return BlockLog(path).read()
 
 
-def unchanged_digest(case: dict[str, Any], unchanged: dict[str, str]) -> str | None:
+def unchanged_digest(case: GateCase, unchanged: dict[str, str]) -> str | None:
     """The digest of a case's unchanged code (its kernel's; an older gate's state keyed
     it by op), else None: the case is measured."""
     return unchanged.get(kernel_key(case), unchanged.get(case_op(case)))
 
 
-def unchanged_verdict(case: dict[str, Any], digest: str, th: Thresholds) -> Verdict:
+def unchanged_verdict(case: GateCase, digest: str, th: Thresholds) -> Verdict:
     """SAME without a block: the case's kernel runs the same code at base and head."""
     rule, klass = th.rule_for(case["name"])
     return Verdict(case["name"], case.get("env", ""), klass.name, verdict="SAME",

@@ -16,6 +16,7 @@ from typing import Any
 
 from kperf.core.static import register_headroom
 from kperf.gate.model import Verdict
+from kperf.specs import GateCase
 
 ORDER = {"BROKEN": 0, "SLOW": 1, "INCONCLUSIVE": 2, "FAST": 3, "SAME": 4}
 NAMES = {"tilelang": "TileLang", "triton": "Triton"}
@@ -65,7 +66,7 @@ def worst(verdicts: Sequence[Verdict]) -> str:
     return min(words, key=ORDER.__getitem__, default="SAME")
 
 
-def kernels(cases: Sequence[dict[str, Any]], rows: Sequence[dict[str, Any]],
+def kernels(cases: Sequence[GateCase], rows: Sequence[dict[str, Any]],
             verdicts: Sequence[Verdict]) -> list[Kernel]:
     """Every kernel the codegen cases of a run name, with each side's figures (its first
     static block's, else a compile block's digest) and the verdicts of its cases."""

@@ -28,6 +28,7 @@ from kperf.gate.model import SIDES, Block, Verdict
 from kperf.gate.plan import GatePlan, Lane
 from kperf.gate.sequential import awaiting_confirmation, key
 from kperf.gate.workers import PREPARE_TIMEOUT_S, Pairs, gate_worker
+from kperf.specs import GateCase
 
 BLOCK_TIMEOUT_S = 300.0
 # Cold compiles a compile block takes: the rounds (base and head alternating) are the
@@ -67,7 +68,7 @@ class Measurer:
         self.stopping = stopping  # the run was cut off: no block more
         self.index = {c["name"]: i for i, c in enumerate(plan.cases)}
 
-    def block(self, lane: Lane, case: dict[str, Any], side: str, round_: int,
+    def block(self, lane: Lane, case: GateCase, side: str, round_: int,
               confirm: bool = False, retry: int = 0) -> Block:
         seq = self.th.sequential
         _, klass = self.th.rule_for(case["name"])
@@ -99,7 +100,7 @@ class Measurer:
                 self.log(f"round {number}: {name} measured again: {why}")
                 self.sides(lane, case, order, number, confirm, retry=1)
 
-    def sides(self, lane: Lane, case: dict[str, Any], order: Sequence[str], number: int,
+    def sides(self, lane: Lane, case: GateCase, order: Sequence[str], number: int,
               confirm: bool, retry: int = 0) -> list[Block]:
         blocks: list[Block] = []
         for side in order:
@@ -118,7 +119,7 @@ class Measurer:
         return disturbance(self.ledger.history(name), len(blocks), seq.disturbed_factor,
                            seq.disturbed_floor, seq.host_behind_share)
 
-    def prepare(self, lane: Lane, cases: Sequence[dict[str, Any]], round_: int = 1,
+    def prepare(self, lane: Lane, cases: Sequence[GateCase], round_: int = 1,
                 confirm: bool = False) -> None:
         """Start this generation's pair of workers and compile and check every case on
         both sides (the two in parallel), so a compile error or a wrong result ends that
@@ -144,7 +145,7 @@ class Measurer:
         with threads(2, self.stopping) as pool:
             join([pool.submit(side_job, side) for side in SIDES])
 
-    def static(self, case: dict[str, Any], lane: Lane) -> None:
+    def static(self, case: GateCase, lane: Lane) -> None:
         for side in SIDES:
             start = time.monotonic()
             try:
@@ -163,7 +164,7 @@ class Measurer:
             block.wall_s = time.monotonic() - start
             self.ledger.record(case, block, lane)
 
-    def compile_block(self, case: dict[str, Any], lane: Lane, side: str, round_: int,
+    def compile_block(self, case: GateCase, lane: Lane, side: str, round_: int,
                       confirm: bool, generation: int) -> Block:
         """``COMPILE_SAMPLES`` cold compiles of a kernel to a device binary by one side's
         codegen worker, their CPU seconds the block's samples (``generation`` 0: the
@@ -184,7 +185,7 @@ class Measurer:
         self.ledger.record(case, block, lane)
         return block
 
-    def compile_rounds(self, case: dict[str, Any], lane: Lane, generation: int = 0) -> None:
+    def compile_rounds(self, case: GateCase, lane: Lane, generation: int = 0) -> None:
         """A cold compile's rounds, base and head alternating, until its verdict is
         decided, ``max_rounds`` or the case's budget (``case_wall_s``), in the codegen
         workers of ``generation``; a SLOW or FAST is then confirmed by ``confirm_rounds``
@@ -204,7 +205,7 @@ class Measurer:
             for number in range(first + 1, first + 1 + seq.confirm_rounds):
                 self._compile_round(case, lane, number, True, fresh)
 
-    def _compile_round(self, case: dict[str, Any], lane: Lane, number: int, confirm: bool,
+    def _compile_round(self, case: GateCase, lane: Lane, number: int, confirm: bool,
                        generation: int) -> None:
         order = SIDES if (number + self.index[case["name"]]) % 2 == 0 else SIDES[::-1]
         for side in order:
@@ -319,7 +320,7 @@ class Run:
         for generation in range(2, 2 + COMPILE_PARALLEL):
             free.put(generation)
 
-        def job(case: dict[str, Any], lane: Lane) -> None:
+        def job(case: GateCase, lane: Lane) -> None:
             generation = free.get()
             try:
                 if not self.stopping.is_set():
@@ -372,7 +373,7 @@ class Run:
                       for lane in self.plan.lanes])
 
 
-def toolchain_of(case: dict[str, Any], side: str) -> dict[str, str]:
+def toolchain_of(case: GateCase, side: str) -> dict[str, str]:
     """The gfx942 toolchain a side compiles a case's TileLang HIP source with (an upgrade
     report's head: ``toolchain_head``, the candidate), as a request's field; {} for none."""
     chain = (side == "head" and case.get("toolchain_head")) or case.get("toolchain")

@@ -20,6 +20,7 @@ from kperf.core.record import atomic_write_json
 from kperf.gate.errors import EXIT_INCONCLUSIVE, GateError
 from kperf.gate.model import SIDES
 from kperf.ops.files import digest_files, op_files, package_files
+from kperf.specs import GateCase
 
 STATE_SCHEMA = "kperf-gate-state-2"
 
@@ -41,7 +42,7 @@ class GatePlan:
     head: str
     base_how: str
     machine: str
-    cases: list[dict[str, Any]]  # from kperf.suites.timed.gate_cases(), selected
+    cases: list[GateCase]  # from kperf.suites.timed.gate_cases(), selected
     lanes: list[Lane]
     label: str = ""
     ops: list[str] = field(default_factory=list)  # every op of the suite (``code_digest``)
@@ -73,7 +74,7 @@ class GatePlan:
         return replace(self, cases=kept, lanes=[lane for lane in lanes if lane.cases])
 
 
-def case_op(case: dict[str, Any]) -> str:
+def case_op(case: GateCase) -> str:
     return str(case.get("spec", {}).get("op", ""))
 
 
@@ -83,7 +84,7 @@ def case_op(case: dict[str, Any]) -> str:
 COMPILED_BACKENDS = ("tilelang", "triton")
 
 
-def kernel_key(case: dict[str, Any]) -> str:
+def kernel_key(case: GateCase) -> str:
     """``op/backend`` of a case of a compiled backend, else ``op``: what a case runs from
     its side (``code_digest``), and so what is compared for "code unchanged"."""
     backend = case.get("spec", {}).get("backend")

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 from kperf import project
 from kperf.core.worker import (
@@ -27,6 +26,7 @@ from kperf.core.worker import (
 from kperf.gate.jobs import join
 from kperf.gate.model import SIDES
 from kperf.gate.plan import GatePlan, Lane, stack_path
+from kperf.specs import CaseSpec
 
 PREPARE_TIMEOUT_S = 900.0
 # A worker started ahead of its turn waits a round (~1-2 min) before its first measurement;
@@ -119,7 +119,7 @@ class Pairs:
         gone, and a new pair is a new generation, with an offset of its own)."""
         return self.rounds is None or self.rounds >= rounds_per_generation
 
-    def start_ahead(self, specs: dict[str, list[dict[str, Any]]]) -> None:
+    def start_ahead(self, specs: dict[str, list[CaseSpec]]) -> None:
         """Start the next pair of workers now, in the background, and have them import
         what their cases need (torch, the compilers, the ops; ``specs`` per lane) without
         touching the GPU: the new pair then costs only its GPU context and its cases'

@@ -26,11 +26,12 @@ from typing import Any
 
 from kperf.core.telemetry import or_bits
 from kperf.core.worker import RemoteError, WorkerClient, WorkerError, WorkerSpec, run_workers
+from kperf.specs import CaseSpec
 
 COPY_BYTES = 1 << 30
 
 
-def run_case(spec: dict[str, Any]) -> dict[str, Any]:
+def run_case(spec: CaseSpec) -> dict[str, Any]:
     """Worker side: prepare (build + verify) and time one case through the same runner as
     asv's suites and the gate (kperf/suites/case.py); returns a JSON-able dict."""
     from kperf.suites.case import CaseRunner
@@ -60,7 +61,7 @@ def handle(request: dict[str, Any]) -> dict[str, Any]:
     return run_case(request["spec"])
 
 
-def measure(client: WorkerClient, spec: dict[str, Any], timeout_s: float
+def measure(client: WorkerClient, spec: CaseSpec, timeout_s: float
             ) -> tuple[str, dict[str, Any] | None, str]:
     """(status, result, error) of one case in the worker: ok, error (it raised: a wrong or
     NaN result, a compile error), skipped, or failed (the worker died or hung: killed)."""
@@ -106,7 +107,7 @@ def parse_variants(text: str | None) -> dict[str, list[dict[str, Any]]]:
     return variants
 
 
-def label(spec: dict[str, Any]) -> str:
+def label(spec: CaseSpec) -> str:
     """The backend, with the configuration fields a variant overrides."""
     overrides = spec.get("overrides")
     if not overrides:
@@ -118,7 +119,7 @@ def plan_specs(args: argparse.Namespace) -> list[dict[str, Any]]:
     from kperf.ops.registry import get_op, op_names
 
     variants = parse_variants(args.variants)
-    specs: list[dict[str, Any]] = [{"op": "hbm-copy", "case": "1GiB", "dtype": "fp32",
+    specs: list[CaseSpec] = [{"op": "hbm-copy", "case": "1GiB", "dtype": "fp32",
                                     "backend": "torch"}]
     for name in args.ops.split(",") if args.ops else op_names():
         op = get_op(name)
@@ -179,7 +180,7 @@ def to_markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_specs(specs: list[dict[str, Any]], args: argparse.Namespace,
+def run_specs(specs: list[CaseSpec], args: argparse.Namespace,
               handler: str = "kperf.history.perf:handle") -> list[dict[str, Any]]:
     """Every case in the run's worker, printed and written as it ends."""
     from kperf import project

@@ -35,6 +35,7 @@ from kperf.gate.codegen import NAMES
 from kperf.gate.config import Thresholds
 from kperf.gate.errors import EXIT_GATE_ERROR, GateError
 from kperf.gate.plan import GatePlan, Lane
+from kperf.specs import GateCase
 from kperf.toolchains import version_key
 
 SITES = Path(".asv") / "upgrade" / "sites"
@@ -277,7 +278,7 @@ def upgrade_plan(args: argparse.Namespace, repo: Path, pr_dir: Path,
     return plan
 
 
-def affected(case: dict[str, Any], changed: set[str]) -> bool:
+def affected(case: GateCase, changed: set[str]) -> bool:
     """Whether a case's kernel is compiled by a part of the stack the candidate changes:
     Triton's by triton; TileLang's by tilelang and apache-tvm-ffi, and its gfx942 code by
     the toolchain that compiles its HIP source."""

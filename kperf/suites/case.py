@@ -7,16 +7,8 @@ same way. This module is the glue between the measurement core (kperf/core, whic
 never imports kernels) and the code under test (``kernels``, imported lazily from
 whatever ``sys.path`` finds: the package asv installed for the commit, or a gate side).
 
-A case spec is a dict: ``op``, ``case``, ``dtype``, ``backend``, optional ``overrides``
-(configuration fields, a tuning sweep). ``handle`` answers a worker's requests:
-
-    {"op": "prepare", "spec": ..., "consumer": "time"}  build + check (compile outside
-                                                    timing); nothing when a measurement
-                                                    awaits that consumer
-    {"op": "measure", "spec": ..., "plan": {...}, "consumer": "time"}   time it
-    {"op": "static", "spec": ..., "target": "gfx942", "toolchain": "rocm-7.2.2"}  figures
-    {"op": "compile", "spec": ..., "target": ..., "toolchain": ..., "repeat": 1}  compiles
-    {"op": "warm", "specs": [...]}                  imports only: the GPU is not touched
+A case is a ``kperf.specs.CaseSpec``; ``handle`` answers requests (``kperf.specs.Request``:
+prepare, measure, static, compile, warm).
 """
 
 from __future__ import annotations
@@ -38,6 +30,7 @@ from kperf.core.device import open_device
 from kperf.core.prepare import Prepared, calls_over, case_what, prepare, span_bytes
 from kperf.core.telemetry import Source, open_source
 from kperf.core.worker import WorkerClient, WorkerSpec, device_key
+from kperf.specs import CaseSpec, Request
 
 from .inputs import InputSets, SharedInputs
 from .static import codegen_request
@@ -65,7 +58,7 @@ def _span(tensor: Any) -> int:
     return span_bytes(tensor.numel() * tensor.element_size())
 
 
-def case_key(spec: dict[str, Any]) -> str:
+def case_key(spec: CaseSpec) -> str:
     return json.dumps({k: spec.get(k) for k in ("op", "case", "dtype", "backend", "overrides")},
                       sort_keys=True)
 
@@ -123,7 +116,7 @@ class CaseRunner:
             self._source = open_source(device_index=self.device_index)
         return self._source
 
-    def prepare(self, spec: dict[str, Any],
+    def prepare(self, spec: CaseSpec,
                 batch: list[dict[str, Any]] | None = None) -> Prepared:
         """Build, check and keep one case. ``batch``: the cases the run will ask for next
         (asv's selection of this suite, a gate side's cases); when this case's build missed
@@ -151,7 +144,7 @@ class CaseRunner:
         self._evict()
         return prepared
 
-    def awaits(self, spec: dict[str, Any], consumer: str | None) -> dict[str, Any] | None:
+    def awaits(self, spec: CaseSpec, consumer: str | None) -> dict[str, Any] | None:
         """The measurement this consumer has not read yet (asv's energy benchmark of a
         case measured it; its time benchmark comes next): the case needs no preparing
         for it, and one its inputs were dropped for would be made again for nothing."""
@@ -166,7 +159,7 @@ class CaseRunner:
             oldest, _ = self.prepared.popitem(last=False)
             self.input_bytes.pop(oldest, None)
 
-    def measure(self, spec: dict[str, Any], plan: dict[str, Any]) -> dict[str, Any]:
+    def measure(self, spec: CaseSpec, plan: dict[str, Any]) -> dict[str, Any]:
         return self.measure_prepared(self.prepare(spec), plan)
 
     def measure_prepared(self, prepared: Prepared, plan: dict[str, Any]) -> dict[str, Any]:
@@ -283,7 +276,7 @@ class CaseRunner:
 
             torch.cuda.empty_cache()
 
-    def measure_for(self, spec: dict[str, Any], plan: dict[str, Any],
+    def measure_for(self, spec: CaseSpec, plan: dict[str, Any],
                     consumer: str) -> dict[str, Any]:
         """One measurement serves each consumer once (asv's time and energy benchmarks of
         a case read the same measurement); a consumer that already had it gets a new one."""
@@ -297,7 +290,7 @@ class CaseRunner:
         return {**result, "fresh": True}
 
 
-def compile_ahead(spec: dict[str, Any], batch: list[dict[str, Any]], built: set[str],
+def compile_ahead(spec: CaseSpec, batch: list[CaseSpec], built: set[str],
                   done: set[tuple[str, str]]) -> str:
     """Compile, in ``COMPILE_AHEAD_PROCESSES`` processes, the kernels of ``batch`` with
     ``spec``'s backend that this worker has not ``built`` (``case_what`` names): they land
@@ -327,7 +320,7 @@ def compile_ahead(spec: dict[str, Any], batch: list[dict[str, Any]], built: set[
                if failed else ""))
 
 
-def build_only(spec: dict[str, Any]) -> dict[str, Any]:
+def build_only(spec: CaseSpec) -> dict[str, Any]:
     """Compile one case's kernel and nothing else (a ``kperf.core.pool`` handler): no inputs,
     no launch. Its on-disk cache entry is what the measurement worker then loads."""
     op = case_op(spec["op"])
@@ -381,7 +374,7 @@ def case_op(name: str) -> Any:
     return _HostOp(op) if os.environ.get("KPERF_DEVICE", "gpu") == "cpu" else op
 
 
-def warm(specs: list[dict[str, Any]]) -> dict[str, Any]:
+def warm(specs: list[CaseSpec]) -> dict[str, Any]:
     """Import what these cases will need (torch, their ops, their compilers) without
     touching the GPU: a worker started ahead of its turn (the gate's next pair) does this
     while another process measures, so its GPU context is made only when its turn comes.
@@ -410,7 +403,7 @@ def runner() -> CaseRunner:
     return _RUNNER
 
 
-def handle(request: dict[str, Any]) -> Any:
+def handle(request: Request) -> Any:
     """A measurement worker's handler (kperf/core/worker.py)."""
     kind, spec = request["op"], request.get("spec", {})
     if kind == "prepare":

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from kperf.core import METHOD_VERSION, record
+from kperf.specs import CaseSpec, GateCase
 
 from .case import MEASURE_TIMEOUT_S, PREPARE_TIMEOUT_S, case_op, worker_client
 from .cpu import _bench_name, _Codegen, _CompileTime, _StaticFigure
@@ -157,7 +158,7 @@ class _CaseSuite:
         print(f"kperf: {self.op}/{case}/{dtype}/{backend}: {ready['compile']}",
               file=sys.stderr)
 
-    def selected(self) -> list[dict[str, Any]]:
+    def selected(self) -> list[CaseSpec]:
         """The cases of this suite the run measures: asv's ``-b`` regexes (passed on by
         kperf.history.bench as ``KPERF_BENCH_REGEX``, a JSON list) matched as asv matches them, on
         ``name(param, ...)`` with each parameter's repr."""
@@ -209,21 +210,21 @@ RECORD_FIELDS = ("measurement", "config", "target", "gpu", "first_call_s", "tflo
                  "max_abs_err", "energy_per_call_j", "pid", "idle_before_s")
 
 
-def skip_unchanged_baseline(time_name: str, spec: dict[str, Any], key: str) -> None:
+def skip_unchanged_baseline(time_name: str, spec: CaseSpec, key: str) -> None:
     """Under the "changed" policy, a skip (``NotImplementedError``) when this machine timed
     this baseline case at another commit with the same ``baseline_digest``."""
     _skip_unchanged(time_name, spec, BASELINE_POLICY, "baseline_key", key,
                     "the baseline is", "same code, measuring code, torch and GPU")
 
 
-def skip_unchanged_kernel(time_name: str, spec: dict[str, Any], key: str) -> None:
+def skip_unchanged_kernel(time_name: str, spec: CaseSpec, key: str) -> None:
     """Under KPERF_KERNELS=changed, a skip (``NotImplementedError``) when this machine timed
     this TileLang or Triton case at another commit with the same ``kernel_digest``."""
     _skip_unchanged(time_name, spec, KERNEL_POLICY, "kernel_key", key, "the kernel is",
                     "same kernel code, compilers, measuring code, stack, plan and GPU")
 
 
-def _skip_unchanged(time_name: str, spec: dict[str, Any], policy: str, key_field: str,
+def _skip_unchanged(time_name: str, spec: CaseSpec, policy: str, key_field: str,
                     key: str, what: str, same: str) -> None:
     where = timed_elsewhere(policy, time_name, {k: spec[k] for k in _CaseSuite.param_names},
                             key_field, key)
@@ -275,7 +276,7 @@ def energy_suite(time_suite: type) -> type:
 
 
 def gate_cases(root: Path | None = None, benchmarks: str = "benchmarks"
-               ) -> list[dict[str, Any]]:
+               ) -> list[GateCase]:
     """Every case the PR gate can measure, named as asv names it: the timed suites (a
     spec for the measurement worker) and the static figures (a spec and a target), from
     the ``bench_*`` modules of the package ``benchmarks``: the one in the project at
@@ -291,7 +292,7 @@ def gate_cases(root: Path | None = None, benchmarks: str = "benchmarks"
         os.environ.setdefault(project.PROJECT_ENV, str(root))
         register_package(root / benchmarks / "__init__.py")
     package = importlib.import_module(benchmarks)
-    out: list[dict[str, Any]] = []
+    out: list[GateCase] = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         if not info.name.startswith("bench_"):
             continue
@@ -313,13 +314,13 @@ def gate_cases(root: Path | None = None, benchmarks: str = "benchmarks"
             for combo in itertools.product(*suite.params):
                 params = dict(zip(suite.param_names, combo, strict=True))
                 values = ", ".join(repr(v) for v in combo)
-                case = {"name": f"{info.name}.{suite.__name__}.{method}({values})",
-                        "kind": kind, "unit": suite.unit if kind == "static" else "seconds"}
-                if kind == "time":
-                    case["spec"] = {"op": suite.op, **params}
-                else:
-                    case["spec"] = {"op": suite.op, "case": suite.case, "dtype": params["dtype"],
-                                    "backend": params["backend"]}
+                spec: CaseSpec = ({"op": suite.op, **params} if kind == "time" else
+                                  {"op": suite.op, "case": suite.case,
+                                   "dtype": params["dtype"], "backend": params["backend"]})
+                case: GateCase = {"name": f"{info.name}.{suite.__name__}.{method}({values})",
+                                  "kind": kind, "spec": spec,
+                                  "unit": suite.unit if kind == "static" else "seconds"}
+                if kind != "time":
                     case["target"] = params["target"]
                     if kind == "static":
                         case["figure"] = suite.figure
