@@ -107,22 +107,3 @@ def test_a_record_knows_its_commit_where_asv_did_not_say_it(tmp_path: Path,
     monkeypatch.delenv("ASV_ENV_DIR")
     assert record.commit_id() is None
 
-
-def test_the_record_type_and_its_schema_name_the_same_fields(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch
-                                                              ) -> None:
-    """``record.Record`` and kperf/schemas/record.json describe one record: the same fields,
-    and a record as the timed suite writes it passes the schema, one with a wrong type not."""
-    from kperf.config import ConfigError, validate
-
-    schema = json.loads((REPO / "kperf" / "schemas" / "record.json").read_text())
-    assert set(record.Record.__annotations__) == set(schema["properties"])
-    monkeypatch.setenv("KPERF_MACHINE", "m1")
-    path = record.write_record("bench_gemm.GemmTime.track_time", {"case": "c"}, {
-        "kind": "time", "recorded_at": 1.0, "plan": {}, "measurement": {"samples": [1e-3]},
-        "config": {"BLOCK_M": 128}, "target": "sm_90a", "gpu": "NVIDIA H100", "tflops": None,
-        "pid": 7}, tmp_path)
-    written = json.loads(path.read_text())
-    validate(written, "record", str(path))
-    with pytest.raises(ConfigError, match="/pid"):
-        validate({**written, "pid": "7"}, "record", str(path))

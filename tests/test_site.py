@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kperf.site import asv_pages, data, publish, repo_data
+from kperf.history import records_archive
+from kperf.site import asv_pages, data, gatepages, publish, repo_data
 
 from ._site import _record
 from .conftest import REPO
@@ -64,7 +65,7 @@ def test_packed_records_are_read_like_loose_ones(tmp_path: Path) -> None:
     (root / "m1" / "c").mkdir(parents=True)
     (root / "m1" / "c" / "r.json").write_text(json.dumps(_record()))
     out = tmp_path / "kept" / "m1-2026-12-01.tar.xz"
-    assert publish.pack_records(root, out) == 1
+    assert records_archive.pack(root, "m1", out) == 1
     (tmp_path / "kept" / "bad.tar.xz").write_bytes(b"not a tar")
     notes = data.Notes()
     recs = data.read_records([tmp_path / "kept"], notes)
@@ -216,7 +217,7 @@ def test_keep_gate_copies_the_report(tmp_path: Path) -> None:
     (src / "gate.json").write_text(json.dumps({"schema": "kperf-gate-1", "label": "sm 90/x",
                                                "head": "f" * 40, "cases": []}))
     (src / "gate.md").write_text("md")
-    dest = publish.keep_gate(src, tmp_path)
+    dest = gatepages.keep_gate(src, tmp_path)
     assert re.fullmatch(r"sm_90_x-ffffffff-\d{8}T\d{6}Z", dest.name)
     assert (dest / "gate.md").read_text() == "md"
     reps = repo_data.read_gate_reports([tmp_path / ".asv" / "gate-reports"], data.Notes())
@@ -226,7 +227,7 @@ def test_keep_gate_copies_the_report(tmp_path: Path) -> None:
 def test_cli_help_names_the_main_modes() -> None:
     out = subprocess.run([sys.executable, "-m", "kperf.site.publish", "--help"], cwd=REPO,
                          capture_output=True, text=True, check=True).stdout
-    assert "--keep-gate" in out and "--pack-records" in out and "--records" in out
+    assert "--keep-gate" in out and "--records" in out
 
 
 @pytest.mark.parametrize("catch_all, said", [

@@ -59,7 +59,7 @@ def label_of(root: Path, path: Path) -> str:
 
 def _iter_record_texts(root: Path, notes: Notes) -> Iterator[tuple[str, bytes]]:
     """(label, bytes) of every record file under a root: loose *.json and the members
-    of record archives (kperf/site/publish.py --pack-records)."""
+    of record archives (``kperf records pack``)."""
     paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     for path in paths:
         if path.name.startswith("."):  # kperf/core/record.py's temporary files

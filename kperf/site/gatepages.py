@@ -5,14 +5,19 @@ field, and gate.md is shown as text, not rendered."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
+import re
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kperf.paths import inside
 from kperf.site.data import Notes
 from kperf.site.pages import fmt_num, fmt_time, render
 
+KEEP_DIR = Path(".asv") / "gate-reports"  # where `kperf publish --keep-gate` keeps one
 STATUS_CLASS = {0: "verdict-SAME", 1: "verdict-SLOW", 2: "verdict-SLOW", 3: "verdict-INCONCLUSIVE"}
 
 
@@ -114,3 +119,27 @@ def write(out: Path, reports: list[dict[str, Any]], thresholds: dict[str, Any] |
         rules=[r for r in th.get("rules", []) if isinstance(r, dict)],
         settings=_settings(th)))
     return index
+
+
+def keep_gate(src: Path, repo: Path, name: str | None = None) -> Path:
+    """Copy a gate run's gate.json and gate.md into .asv/gate-reports/<name>/; a ``name``
+    that is not one plain name (``..``, ``a/b``) is refused (``PathError``)."""
+    folder = src if src.is_dir() else src.parent
+    gate_json = folder / "gate.json"
+    if not gate_json.exists():
+        raise SystemExit(f"{gate_json}: no gate report there")
+    if not name:
+        try:
+            rep = json.loads(gate_json.read_text())
+        except ValueError:
+            rep = {}
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        name = "-".join(str(x) for x in (rep.get("label") or rep.get("machine") or "gate",
+                                         str(rep.get("head") or "")[:8], stamp) if x)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).lstrip("._-") or stamp
+    dest = inside(repo / KEEP_DIR, name, what="--name")
+    dest.mkdir(parents=True, exist_ok=True)
+    for fname in ("gate.json", "gate.md"):
+        if (folder / fname).exists():
+            shutil.copyfile(folder / fname, dest / fname)
+    return dest

@@ -3,7 +3,6 @@
     kperf publish                  # html/ from .asv: results, records, gate reports
     kperf publish --config C --html DIR --records DIR [--records DIR ...]
     kperf publish --keep-gate .asv/pr-results [--name NAME]   # keep a gate report
-    kperf publish --pack-records OUT.tar.xz             # records, for the history
 
 The new site is built beside the old one (``.html.build-PID``) and swapped in at the end
 (one atomic rename on Linux), so a failure at any step leaves the old site as it was. In
@@ -18,23 +17,20 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime as dt
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kperf.config import ConfigError
 from kperf.gate.asvio import load_project_conf
 from kperf.gate.errors import GateError
-from kperf.paths import PathError, check_scratch, inside
+from kperf.paths import PathError, check_scratch
 from kperf.site import (
     asv_pages,
     codegen,
@@ -48,7 +44,6 @@ from kperf.site import (
     steps,
 )
 
-GATE_KEEP_DIR = Path(".asv") / "gate-reports"
 SITE_MARKS = ("index.html", "index.json", "kperf")  # what a folder publish made holds
 
 
@@ -63,7 +58,7 @@ def default_record_roots(repo: Path, results_dir: Path) -> list[Path]:
 
 
 def default_gate_dirs(repo: Path) -> list[Path]:
-    return [repo / GATE_KEEP_DIR, repo / ".asv" / "pr-results"]
+    return [repo / gatepages.KEEP_DIR, repo / ".asv" / "pr-results"]
 
 
 # --------------------------------------------------------------------------- swap
@@ -212,6 +207,105 @@ def publish_config(conf: dict[str, Any], conf_dir: Path, out: Path,
     return out
 
 
+@dataclass
+class Site:
+    """What kperf's pages are built from, read once: the new site's folder, the project's
+    links and thresholds, asv's results and kperf's records, and what could not be read."""
+
+    build: Path
+    conf: dict[str, Any]
+    git_repo: Path
+    th_path: Path
+    record_roots: list[Path]
+    commit_url: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+    record_notes: data.Notes = field(default_factory=data.Notes)
+    result_notes: data.Notes = field(default_factory=data.Notes)
+    machines: dict[str, Any] = field(default_factory=dict)
+    files: list[data.ResultFile] = field(default_factory=list)
+    benchmarks: dict[str, Any] = field(default_factory=dict)
+    revisions: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def kperf(self) -> Path:
+        return self.build / "kperf"
+
+    def read(self, results_dir: Path) -> None:
+        self.records = data.read_records(self.record_roots, self.record_notes)
+        self.machines, self.files, self.benchmarks = data.read_results(results_dir,
+                                                                       self.result_notes)
+        self.revisions = _revisions(self.build / "index.json")
+
+
+def _telemetry_pages(site: Site) -> int:
+    """The telemetry page and points.json; the number of rows."""
+    from kperf.site import telemetry_pages
+
+    telemetry_pages.write_telemetry_pages(
+        site.build, records=site.records, notes=site.record_notes,
+        commit_url=site.commit_url, hash_length=int(site.conf.get("hash_length", 8) or 8))
+    rows = telemetry_pages.rows_of(site.records)
+    status.write_points(site.kperf / "points.json", rows, site.benchmarks, site.files)
+    return len(rows)
+
+
+def _head_to_head_page(site: Site) -> None:
+    """The head-to-head page with the causes of the steps asv flagged (steps.json)."""
+    views = headtohead.build(site.machines, site.files, site.benchmarks, site.records,
+                             revisions=site.revisions)
+    code_recs = data.read_records(codegen.roots_beside(site.record_roots), data.Notes())
+    history = steps.History(site.files, site.benchmarks, site.records + code_recs,
+                            site.revisions)
+    found = steps.from_site(site.build, site.conf, list(site.machines), history,
+                            site.th_path, site.result_notes)
+    steps.write(site.kperf / "steps.json", found)
+    subjects = repo_data.commit_subjects(site.git_repo,
+                                         {t.commit for v in views for t in v.tables})
+    notes = data.Notes(site.record_notes.items + site.result_notes.items)
+    (site.kperf / "head-to-head.html").write_text(headtohead_page.render(
+        views, notes, site.commit_url, subjects, found,
+        site.conf.get("regressions_thresholds")))
+
+
+def _codegen_page(site: Site) -> data.Notes:
+    return codegen.write(site.kperf, codegen.roots_beside(site.record_roots), site.revisions,
+                         site.commit_url, site.git_repo,
+                         codegen.timings_beside(site.files, site.benchmarks, site.revisions))
+
+
+def _gate_pages(site: Site, gate_roots: list[Path]) -> tuple[int, data.Notes]:
+    """The kept gate reports' pages; how many, and what could not be read."""
+    notes = data.Notes()
+    reports = repo_data.read_gate_reports(gate_roots, notes)
+    gatepages.write(site.kperf, reports, repo_data.read_thresholds(site.th_path, notes), notes,
+                    site.commit_url)
+    return len(reports), notes
+
+
+def _asv_pages(site: Site, asv_ok: bool, asset_source: Path | None, project_url: str
+               ) -> tuple[bool, list[str], list[str]]:
+    """asv's pages in ``site.build`` made offline, with the falls flagged: (offline,
+    problems, failures). Without asv's pages, a page that sends the reader to kperf's
+    status page stands in."""
+    build, problems, failures = site.build, [], []
+    if not asv_ok:
+        shutil.rmtree(build, ignore_errors=True)
+        build.mkdir(parents=True)
+        (build / "index.html").write_text(
+            '<!DOCTYPE html><meta charset="utf-8"><title>kperf</title>'
+            '<meta http-equiv="refresh" content="0; url=kperf/index.html">'
+            '<a href="kperf/index.html">site status</a>\n')
+        return True, problems, failures  # kperf's pages load nothing from elsewhere
+    _set_links(build, site.commit_url, project_url)
+    report, offline_problems = asv_pages.make_offline(build, asset_source)
+    problems += offline_problems
+    try:
+        falls.add_falls(build, site.conf, site.th_path, site.git_repo)  # asv flags rises
+    except ConfigError as err:
+        failures.append(f"occupancy falls are not flagged: {err}")
+    return report.ok, problems, failures
+
+
 def publish(repo: Path, config: Path | None = None, html_dir: Path | None = None,
             records: Sequence[Path] | None = None, gate_dirs: Sequence[Path] | None = None,
             env: dict[str, str] | None = None, asset_source: Path | None = None) -> int:
@@ -227,13 +321,9 @@ def publish(repo: Path, config: Path | None = None, html_dir: Path | None = None
     except PathError as err:
         print(f"publish: {err}; nothing was written or deleted", file=sys.stderr)
         return 2
-    conf_path, conf, live, results_dir = where.conf_path, where.conf, where.live, \
-        where.results_dir
-    record_roots, gate_roots, conf_dir = where.record_roots, where.gate_roots, conf_path.parent
+    conf, conf_dir, live = where.conf, where.conf_path.parent, where.live
     repo_url = str(conf.get("repo", "."))
     git_repo = repo if "://" in repo_url else (conf_dir / repo_url).resolve()
-    th_path = _thresholds_path(repo)
-
     build = live.with_name(f".{live.name}.build-{os.getpid()}")
     shutil.rmtree(build, ignore_errors=True)
     commit_url, project_url, commit_how = repo_data.commit_links(git_repo, conf)
@@ -247,64 +337,19 @@ def publish(repo: Path, config: Path | None = None, html_dir: Path | None = None
         print(f"publish: {asv_error}\nthe old site in {live} is kept as it was",
               file=sys.stderr)
         return 1
-    problems: list[str] = [thresholds_problem] if thresholds_problem else []
-    failures: list[str] = []  # what the site lacks: exit 1, each said on the status page
-    offline = False
-    if asv_ok:
-        _set_links(build, commit_url, project_url)
-        report, offline_problems = asv_pages.make_offline(build, asset_source)
-        problems += offline_problems
-        offline = report.ok
-        try:
-            falls.add_falls(build, conf, th_path, git_repo)  # asv flags rises
-        except ConfigError as err:
-            failures.append(f"occupancy falls are not flagged: {err}")
-    else:
-        shutil.rmtree(build, ignore_errors=True)
-        build.mkdir(parents=True)
-        (build / "index.html").write_text(
-            '<!DOCTYPE html><meta charset="utf-8"><title>kperf</title>'
-            '<meta http-equiv="refresh" content="0; url=kperf/index.html">'
-            '<a href="kperf/index.html">site status</a>\n')
-        offline = True  # kperf's pages load nothing from elsewhere
 
-    kperf = build / "kperf"
-    kperf.mkdir(exist_ok=True)
-    record_notes, result_notes, gate_notes = data.Notes(), data.Notes(), data.Notes()
-    recs = data.read_records(record_roots, record_notes)
-    machines, files, benchmarks = data.read_results(results_dir, result_notes)
-    hash_length = int(conf.get("hash_length", 8) or 8)
+    site = Site(build, conf, git_repo, _thresholds_path(repo), where.record_roots, commit_url)
+    offline, problems, failures = _asv_pages(site, asv_ok, asset_source, project_url)
+    problems[:0] = [thresholds_problem] if thresholds_problem else []
+    site.kperf.mkdir(exist_ok=True)
+    site.read(where.results_dir)
+    n_rows = _telemetry_pages(site)
+    _head_to_head_page(site)
+    codegen_notes = _codegen_page(site)
+    n_reports, gate_notes = _gate_pages(site, where.gate_roots)
 
-    from kperf.site import telemetry_pages
-
-    telemetry_pages.write_telemetry_pages(build, records=recs, notes=record_notes,
-                                          commit_url=commit_url, hash_length=hash_length)
-    rows = telemetry_pages.rows_of(recs)
-    status.write_points(kperf / "points.json", rows, benchmarks, files)
-
-    revisions = _revisions(build / "index.json")
-    views = headtohead.build(machines, files, benchmarks, recs, revisions=revisions)
-    code_recs = data.read_records(codegen.roots_beside(record_roots), data.Notes())
-    found = steps.from_site(build, conf, list(machines),
-                            steps.History(files, benchmarks, recs + code_recs, revisions),
-                            th_path, result_notes)
-    steps.write(kperf / "steps.json", found)
-    shas = {t.commit for v in views for t in v.tables}
-    subjects = repo_data.commit_subjects(git_repo, shas)
-    all_notes = data.Notes(record_notes.items + result_notes.items)
-    (kperf / "head-to-head.html").write_text(
-        headtohead_page.render(views, all_notes, commit_url, subjects, found,
-                               conf.get("regressions_thresholds")))
-    codegen_notes = codegen.write(kperf, codegen.roots_beside(record_roots), revisions,
-                                       commit_url, git_repo,
-                                       codegen.timings_beside(files, benchmarks, revisions))
-
-    reports = repo_data.read_gate_reports(gate_roots, gate_notes)
-    thresholds = repo_data.read_thresholds(th_path, gate_notes)
-    gatepages.write(kperf, reports, thresholds, gate_notes, commit_url)
-
-    lost = [f"{where} ({what})" for where, what in result_notes.items
-            if where.startswith("results/")]
+    lost = [f"{path} ({what})" for path, what in site.result_notes.items
+            if path.startswith("results/")]
     if lost:
         failures.append(f"{len(lost)} results file(s) could not be read, so their data is "
                         f"missing from the graphs: {'; '.join(lost[:10])}")
@@ -313,19 +358,20 @@ def publish(repo: Path, config: Path | None = None, html_dir: Path | None = None
     if leaks:
         problems.append("pages that still load from another host: " + ", ".join(leaks[:20]))
         offline = False
-    notes = data.Notes(all_notes.items + codegen_notes.items + gate_notes.items)
-    (kperf / "index.html").write_text(status.render(status.SiteState(
-        machines=machines, files=files, benchmarks=benchmarks, n_records=len(recs),
-        n_rows=len(rows), n_reports=len(reports), notes=notes, problems=problems,
-        offline=offline, commit_url=commit_url, commit_how=commit_how, asv_ok=asv_ok,
-        asv_error=asv_error)))
+    notes = data.Notes(site.record_notes.items + site.result_notes.items
+                       + codegen_notes.items + gate_notes.items)
+    (site.kperf / "index.html").write_text(status.render(status.SiteState(
+        machines=site.machines, files=site.files, benchmarks=site.benchmarks,
+        n_records=len(site.records), n_rows=n_rows, n_reports=n_reports, notes=notes,
+        problems=problems, offline=offline, commit_url=commit_url, commit_how=commit_how,
+        asv_ok=asv_ok, asv_error=asv_error)))
 
     swap_in(build, live)
     print(f"site: {live / 'index.html'}  (serve with: python -m asv preview)")
-    print(f"  kperf pages: {live / 'kperf' / 'index.html'}; {len(recs)} records, "
-          f"{len(reports)} gate reports, {len(notes)} files skipped")
-    for p in problems:
-        print(f"  warning: {p}", file=sys.stderr)
+    print(f"  kperf pages: {live / 'kperf' / 'index.html'}; {len(site.records)} records, "
+          f"{n_reports} gate reports, {len(notes)} files skipped")
+    for problem in problems:
+        print(f"  warning: {problem}", file=sys.stderr)
     if len(notes):
         print(f"  warning: {len(notes)} files skipped, listed on kperf/index.html",
               file=sys.stderr)
@@ -353,43 +399,6 @@ def _thresholds_path(repo: Path) -> Path:
 # --------------------------------------------------------------------------- keeping
 
 
-def keep_gate(src: Path, repo: Path, name: str | None = None) -> Path:
-    """Copy a gate run's gate.json and gate.md into .asv/gate-reports/<name>/; a ``name``
-    that is not one plain name (``..``, ``a/b``) is refused (``PathError``)."""
-    folder = src if src.is_dir() else src.parent
-    gate_json = folder / "gate.json"
-    if not gate_json.exists():
-        raise SystemExit(f"{gate_json}: no gate report there")
-    if not name:
-        try:
-            rep = json.loads(gate_json.read_text())
-        except ValueError:
-            rep = {}
-        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-        name = "-".join(str(x) for x in (rep.get("label") or rep.get("machine") or "gate",
-                                         str(rep.get("head") or "")[:8], stamp) if x)
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).lstrip("._-") or stamp
-    dest = inside(repo / GATE_KEEP_DIR, name, what="--name")
-    dest.mkdir(parents=True, exist_ok=True)
-    for fname in ("gate.json", "gate.md"):
-        if (folder / fname).exists():
-            shutil.copyfile(folder / fname, dest / fname)
-    return dest
-
-
-def pack_records(root: Path, out: Path) -> int:
-    """A .tar.xz of every record under ``root`` (paths kept relative to it); returns the
-    number packed. kperf/site/publish.py reads such archives wherever it finds records."""
-    files = sorted(p for p in root.rglob("*.json") if not p.name.startswith("."))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    with tarfile.open(tmp, "w:xz") as tar:
-        for p in files:
-            tar.add(p, arcname=p.relative_to(root).as_posix())
-    os.replace(tmp, out)
-    return len(files)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, help="asv config (default: asv.conf.json)")
@@ -406,9 +415,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--install-assets", action="store_true",
                         help="first install the site's pinned scripts and styles into "
                              ".cache/site-assets (npm; once per lockfile)")
-    parser.add_argument("--pack-records", type=Path, metavar="OUT",
-                        help="pack .asv/records (or the first --records) into OUT.tar.xz "
-                             "and exit")
     args = parser.parse_args(argv)
     from kperf import project
 
@@ -424,15 +430,10 @@ def main(argv: list[str] | None = None) -> int:
         if subprocess.run(["bash", str(script)], cwd=repo).returncode:
             print("publish: the site's scripts could not be installed; publishing without "
                   "them", file=sys.stderr)
-    if args.pack_records:
-        root = (args.records or [repo / ".asv" / "records"])[0]
-        n = pack_records(root, args.pack_records)
-        print(f"{n} records from {root} -> {args.pack_records}")
-        return 0
     if args.keep_gate:
         try:  # the site's folders first: nothing is kept for a site that cannot be made
             layout(repo, args.config, args.html, args.records, args.gate_reports)
-            print(f"kept: {keep_gate(args.keep_gate, repo, args.name)}")
+            print(f"kept: {gatepages.keep_gate(args.keep_gate, repo, args.name)}")
         except (GateError, PathError) as err:
             print(f"publish: {err}; nothing was kept or published", file=sys.stderr)
             return 2
