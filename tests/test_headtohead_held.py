@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from kperf.site import data, headtohead, headtohead_page
+from kperf.site import data, headtohead
 
 from ._site import _files, _record
 
@@ -33,7 +33,7 @@ def _page(times: dict[str, dict[str, float]], holds: dict[tuple[str, str], float
     views = headtohead.build({"m1": {"gpu": "G"}}, files, {}, _recs(holds),
                              revisions={OLDER: 1, NEWER: 2})
     cells = views[0].tables[0].rows[0][2]
-    page = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
+    page = headtohead.render(views, data.Notes(), "https://h/commit/", {})
     titles = {}  # backend -> its held mark's tooltip, for the rows that have one
     for row in page.split("<tr")[1:]:
         backend = re.search(r'data-backend="(\w+)"', row)

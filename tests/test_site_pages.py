@@ -13,7 +13,6 @@ from kperf.site import (
     data,
     gatepages,
     headtohead,
-    headtohead_page,
     pages,
     telemetry_pages,
 )
@@ -51,7 +50,7 @@ def test_head_to_head_figures_and_reasons() -> None:
     assert tr.status == "failed" and "asv keeps no error text" in tr.reason
     assert views[0].compute_roofs["fp16"].value == 1000.0
     assert "best GB/s any kernel" in views[0].bandwidth_roof.source
-    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
+    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
     assert 'data-v="0.0002"' in html and "200 µs" in html and "0.50×" in html
     cpu = headtohead.build({"cpu": {"gpu": "none"}}, [], {}, [])
     assert "has no GPU" in cpu[0].why_empty
@@ -77,12 +76,12 @@ def test_head_to_head_marks_a_backend_timed_behind_a_hold_where_another_was_not(
     tl, tr, torch = views[0].tables[0].rows[0][2]
     assert (tl.rep_hold_s, tr.rep_hold_s, torch.rep_hold_s) == (0.0, 165e-6, None)
     assert tl.regimes_differ and tr.regimes_differ and not torch.regimes_differ
-    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
+    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
     assert html.count('held" title=') == 1 and "behind a 165 µs hold" in html
     assert "not from one regime" in html
     recs[0]["measurement"]["rep_hold_s"] = 150e-6  # both held: one regime, still marked
     views = headtohead.build({"m1": {"gpu": "G"}}, [rf], {}, recs)
-    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
+    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
     assert html.count('held" title=') == 2 and "not from one regime" not in html
 
 
@@ -102,7 +101,7 @@ def test_head_to_head_takes_an_unchanged_baseline_from_the_commit_that_timed_it(
     assert torch.status == "ok" and torch.time_s == 1.0e-4 and torch.timed_at == older
     assert torch.n_records == 1  # the records of the commit that timed it
     assert tl.vs_torch == pytest.approx(0.4) and "timed at aaaaaaaa" in tl.vs_torch_why
-    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
+    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
     assert "@aaaaaaaa" in html and "0.40×*" in html
     # timed at the latest commit: that point, no note
     files[1] = _files({"tilelang": 2.5e-4, "triton": 3.0e-4, "torch": 1.2e-4}, newer)
@@ -135,7 +134,7 @@ def test_head_to_head_takes_a_kernel_timed_under_kernels_changed_from_where_it_w
     assert table.commit == newer and tl.time_s == 2.5e-4 and not tl.timed_at
     assert (tr.status, tr.time_s, tr.timed_at, tr.n_records) == ("ok", 3.0e-4, older, 1)
     assert torch.timed_at == older and tr.vs_torch == pytest.approx(1 / 3)
-    html = headtohead_page.render(views, data.Notes(), "https://h/commit/", {})
+    html = headtohead.render(views, data.Notes(), "https://h/commit/", {})
     assert html.count("@aaaaaaaa") == 2
     recs[0].pop("kernel_key")  # timed under --kernels every: a skip stays a skip
     views = headtohead.build({"m1": {"gpu": "G"}}, files, {}, recs,
@@ -177,7 +176,7 @@ def test_everything_generated_is_escaped(tmp_path: Path) -> None:
     rf.results["bench_gemm.GemmTime.track_time"]["params"][0] = [repr(HOSTILE)]
     views = headtohead.build({HOSTILE: {"gpu": HOSTILE}}, [rf], {}, [])
     notes = data.Notes([(HOSTILE, HOSTILE)])
-    html = headtohead_page.render(views, notes, "https://h/commit/",
+    html = headtohead.render(views, notes, "https://h/commit/",
                                   {commit: {"subject": HOSTILE, "time": 0}})
     assert "<script>window" not in html and "<img src=x" not in html
     assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 4
@@ -363,6 +362,6 @@ def test_steps_and_their_causes_are_escaped() -> None:
 
     step = steps.Step(HOSTILE, HOSTILE, "b", {}, steps.Side("d" * 40), steps.Side(HOSTILE),
                       1, cause="environment", why=HOSTILE, text=HOSTILE, id="x")
-    html = headtohead_page.steps_table(HOSTILE, [step], "https://h/commit/")
+    html = headtohead.steps_table(HOSTILE, [step], "https://h/commit/")
     assert "<script>window" not in html and "<img src=x" not in html
     assert html.count("&lt;script&gt;window.__x=1&lt;/script&gt;") >= 3

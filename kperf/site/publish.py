@@ -38,7 +38,6 @@ from kperf.site import (
     falls,
     gatepages,
     headtohead,
-    headtohead_page,
     repo_data,
     status,
     steps,
@@ -262,7 +261,7 @@ def _head_to_head_page(site: Site) -> None:
     subjects = repo_data.commit_subjects(site.git_repo,
                                          {t.commit for v in views for t in v.tables})
     notes = data.Notes(site.record_notes.items + site.result_notes.items)
-    (site.kperf / "head-to-head.html").write_text(headtohead_page.render(
+    (site.kperf / "head-to-head.html").write_text(headtohead.render(
         views, notes, site.commit_url, subjects, found,
         site.conf.get("regressions_thresholds")))
 
