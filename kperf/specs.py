@@ -1,7 +1,7 @@
-"""What crosses a process boundary about a case, as typed structures: the case a tool
-names, the requests a measurement worker answers (``kperf.suites.case.handle``, through
-kperf/core/worker.py, pickled), the reply to a preparation, and a case as the gate and the
-codegen runner plan it (``kperf.suites.timed.gate_cases``; kept in gate-state.json, whose schema is
+"""What crosses a process boundary about a case, as typed structures: the case a tool names,
+the requests a measurement worker answers (``kperf.suites.case.handle``, through
+kperf/core/worker.py, pickled), and a case as the gate and the codegen runner plan it
+(``kperf.suites.timed.gate_cases``; kept in gate-state.json, whose schema is
 kperf/schemas/gate-state.json).
 """
 
@@ -58,14 +58,6 @@ class WarmRequest(TypedDict):
 
 
 Request = PrepareRequest | MeasureRequest | CodegenRequest | WarmRequest
-
-
-class PrepareReply(TypedDict):
-    config: dict[str, Any]  # the kernel's tile configuration
-    first_call_s: float
-    max_abs_err: float
-    compile: str  # how the kernel came to be: compiled, from a cache, measured before
-    wall_s: float
 
 
 class GateCase(TypedDict):

@@ -204,9 +204,13 @@ def test_a_telemetry_row_says_which_other_process_used_the_gpu() -> None:
         {"pid": 675, "name": "python3", "trials": [0, 1]}], "note": ""}
     (row,) = telemetry_pages.rows_of([rec])
     assert row["gpu_processes_note"] == (
-        "another process (pid 675, python3) used the GPU in trials 1-2")
+        "another process (pid 675, python3) used the GPU in trials 1-2") and row["gpu_shared"]
+    rec["measurement"]["gpu_processes"] = {"others": None, "note": "the sysfs backend"}
+    row = telemetry_pages.rows_of([rec])[0]
+    assert row["gpu_processes_note"].endswith("the sysfs backend") and not row["gpu_shared"]
     rec["measurement"]["gpu_processes"] = {"others": [], "note": ""}
-    assert telemetry_pages.rows_of([rec])[0]["gpu_processes_note"] == ""
+    row = telemetry_pages.rows_of([rec])[0]
+    assert row["gpu_processes_note"] == "" and not row["gpu_shared"]
 
 
 # ----------------------------------------------------------------- steps and their causes

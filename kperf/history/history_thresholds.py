@@ -48,7 +48,7 @@ DOC_BLOCK = re.compile(rf"^<!-- {re.escape(BEGIN)} -->\n.*?^<!-- {re.escape(END)
 # --------------------------------------------------------------------------- output
 
 
-def _pct(x: float) -> str:
+def percent(x: float) -> str:
     return f"{100 * x:g}%"
 
 
@@ -61,16 +61,16 @@ def markdown(series: Sequence[Series], history: History, gate: Thresholds) -> st
         if klass.exact or (name, "time") not in history.spreads:
             t = history.threshold(klass, "")
             what = "static figures, exact" if klass.exact else "cold compile times"
-            rows.append(f"| {name} ({what}) | {_pct(t)}, `--factor {1 + t:g}` | — |")
+            rows.append(f"| {name} ({what}) | {percent(t)}, `--factor {1 + t:g}` | — |")
             continue
         t, e = history.threshold(klass, "time"), history.threshold(klass, "energy")
-        rows.append(f"| {name} | {_pct(t)}, `--factor {1 + t:g}` | "
-                    f"{_pct(e)}, `--factor {1 + e:g}` |")
-    sources = [f"- **{c} {m}**: " + (f"spread {_pct(s.value)}: " if s.value else "")
+        rows.append(f"| {name} | {percent(t)}, `--factor {1 + t:g}` | "
+                    f"{percent(e)}, `--factor {1 + e:g}` |")
+    sources = [f"- **{c} {m}**: " + (f"spread {percent(s.value)}: " if s.value else "")
                + s.source for (c, m), s in history.spreads.items()]
-    own = [f"- **{s.name}** ({s.klass} {s.measure}, two levels): {_pct(s.threshold)}, "
+    own = [f"- **{s.name}** ({s.klass} {s.measure}, two levels): {percent(s.threshold)}, "
            f"{history.tail_factor:g} x its largest A/A move either way "
-           f"({_pct(history.two_level[s.name])}; history-thresholds.json `two_level`)"
+           f"({percent(history.two_level[s.name])}; history-thresholds.json `two_level`)"
            for s in series if s.own]
     return "\n".join([*rows, "", *own, *([""] if own else []), *sources]) + "\n"
 

@@ -395,9 +395,6 @@ def _thresholds_path(repo: Path) -> Path:
         return project.DEFAULTS / "thresholds.json"
 
 
-# --------------------------------------------------------------------------- keeping
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, help="asv config (default: asv.conf.json)")

@@ -26,7 +26,7 @@ from markupsafe import Markup
 
 from kperf.core import record
 from kperf.core.telemetry import or_bits
-from kperf.core.telemetry.processes import record_note
+from kperf.core.telemetry.processes import record_note, record_others
 from kperf.site import data
 from kperf.site.pages import render
 
@@ -142,6 +142,7 @@ def summarize_record(rec: dict[str, Any], environment: dict[str, int] | None = N
         "throttle_names": throttle_names(backend, reason, bits),
         "throttle_unusual": (bits & (environment or {}).get(backend, 0)) if bits else 0,
         "gpu_processes_note": record_note(rec),
+        "gpu_shared": bool(record_others(rec)),
         "per_sample": [
             {"time_s": samples[i] if i < len(samples) else None,
              "sm_clock_median_mhz": w.get("sm_clock_mhz_median"),

@@ -1,6 +1,7 @@
-"""Studies behind the history's thresholds (docs/site.md, "The thresholds"): how often asv's
-step detection flags steps of a class's size in histories of its noise, and how the rule
-does on A/A series held back from it. Not installed: a maintainer's tool.
+"""Studies behind the history's thresholds (docs/site.md, "Regression thresholds of the
+history"): how often asv's step detection flags steps of a class's size in histories of its
+noise, and how the rule does on A/A series held back from it. Not installed: a maintainer's
+tool.
 
     python -m tools.lab.thresholds_study simulate bandwidth [--sizes 1 2]
     python -m tools.lab.thresholds_study held-back [PARTS] [--from-data FILE ...]
@@ -20,11 +21,8 @@ from kperf import project
 from kperf.config import ConfigError
 from kperf.gate.config import Thresholds
 from kperf.history.aadata import load_pairs, quantile, tail_quantile, used_pairs
+from kperf.history.history_thresholds import percent
 from kperf.site.spreads import History, Spread
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:g}%"
 
 
 @dataclass(frozen=True)
@@ -131,12 +129,12 @@ def held_back_table(proj: project.Project, data: Sequence[str] | None, folds: in
     lines = ["| class | measure | held-back pairs | flagged | rate | thresholds (per part) |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {r.klass} | {r.measure} | {r.pairs} | {r.flagged} | {100 * r.rate:.1f}% | "
-              f"{', '.join(_pct(t) for t in r.thresholds)} |" for r in rows]
+              f"{', '.join(percent(t) for t in r.thresholds)} |" for r in rows]
     total, hit = sum(r.pairs for r in rows), sum(r.flagged for r in rows)
     return (f"{folds} parts of the series of {', '.join(files)}; the rule: max({raw['factor']}"
             f" x median, {raw.get('tail_factor', 0)} x the {tail_quantile(raw):g} "
             f"quantile), rounded up to "
-            f"{_pct(float(raw['step']))}\n\n" + "\n".join(lines)
+            f"{percent(float(raw['step']))}\n\n" + "\n".join(lines)
             + f"\n\nin all: {hit} of {total} unchanged pairs flagged "
               f"({100 * hit / total if total else 0:.1f}%)")
 

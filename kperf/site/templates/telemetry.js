@@ -76,7 +76,7 @@ function render() {
     const tel = cell(tr, p.telemetry_backend + " (" + p.n_readings + " readings)" +
       (p.gpu_processes_note ? "; " + p.gpu_processes_note : ""), "l");
     tel.title = p.telemetry_reason + "; record " + p.source;
-    if (p.gpu_processes_note.includes("used the GPU")) tel.className = "l warn";
+    if (p.gpu_shared) tel.className = "l warn";
     link(cell(tr, "", "l"), "graph", graphHref(p)).onclick = e => e.stopPropagation();
     tr.onclick = () => toggle(tr, p);
     if (only) toggle(tr, p);

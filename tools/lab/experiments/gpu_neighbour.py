@@ -10,7 +10,7 @@ large matmuls (bf16, 8192 x 8192) with 1-3 s of rest between them, at random, un
 killed; ``DIR/ready`` appears once its context exists and its first burst ran, and
 ``DIR/bursts.jsonl`` has each burst's start and end (time.time()).
 ``cost``: this process takes a CUDA context too (so NVML lists it), then times each of
-NVML's process lists and a whole look (kperf/core/telemetry/processes.py ``time_looks``), and
+NVML's process lists and a whole look (``time_looks`` below), and
 says what the look saw (whether this process is among the listed pids: the namespace check).
 ``check``: the done-when of issue 45 from two gate reports (gate.json and gate.md of each
 folder): with the neighbour the report names it (pid and name) and has no SLOW or FAST;
